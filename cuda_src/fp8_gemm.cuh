@@ -1,0 +1,343 @@
+// Persistent, warp-specialized FP8 GEMM with fine-grained scaling for Hopper (sm_90a).
+//
+//   D[m, n] = sum_kb  sa[m, kb] * sb[n / 128, kb] * sum_{k in kb} A[m, k] * B[n, k]      (bf16 out)
+//
+// The includer defines, in namespace cg8, the compile-time configuration (kShapeN, kShapeK, kBlockM,
+// kBlockN, kStages, kNumMathWG, kSwizzleD, kGemmType, kNumGroups, kRasterGroup) and
+// `wgmma_m64k32(float (&)[kBlockN / 2], desc_a, desc_b, scale_d)` for N = kBlockN
+// (see cugemm8/kernels.py). M (the only run-time shape) arrives as an argument.
+//
+// Block roles: warpgroups 0 .. kNumMathWG-1 do the math, the last warpgroup's first thread issues
+// every TMA load. A ring of kStages shared-memory stages, each guarded by a `full` barrier (TMA
+// bytes landed) and an `empty` barrier (every math warp finished reading it). Stage index and phase
+// run on across tiles, so producer and consumers only have to walk the same tile sequence.
+#pragma once
+
+namespace cg8 {
+
+enum : uint32_t { kGemmNormal = 0, kGemmContiguous = 1, kGemmMasked = 2 };
+
+constexpr uint32_t kBlockK = 128;
+constexpr uint32_t kMathThreads = 128 * kNumMathWG;
+constexpr uint32_t kThreads = kMathThreads + 128;
+constexpr uint32_t kWaves = kBlockM / (64 * kNumMathWG);  // m64 row slabs per math warpgroup
+constexpr uint32_t kNumKBlocks = (kShapeK + kBlockK - 1) / kBlockK;
+constexpr uint32_t kScaleRowsB = (kShapeN + 127) / 128;
+constexpr uint32_t kNumNBlocks = (kShapeN + kBlockN - 1) / kBlockN;
+constexpr bool kMayStraddle = (128 % kBlockN) != 0;  // a tile may span two 128-row blocks of sb
+
+// Output tile in shared memory: kBlockN columns split into atoms of kAtomBytes per row (the TMA
+// swizzle span), each atom kBlockM rows, stored one after another.
+constexpr uint32_t kAtomBytes = kSwizzleD ? kSwizzleD : kBlockN * 2;
+constexpr uint32_t kAtomCols = kAtomBytes / 2;
+constexpr uint32_t kNumAtoms = kBlockN / kAtomCols;
+
+constexpr uint32_t kSmemD = kBlockM * kBlockN * 2;
+constexpr uint32_t kSmemA = kBlockM * kBlockK;
+constexpr uint32_t kSmemB = kBlockN * kBlockK;
+constexpr uint32_t kSmemSA = kBlockM * 4;
+constexpr uint32_t kStageTxBytes = kSmemA + kSmemB + kSmemSA;
+constexpr uint32_t kOffA = kSmemD;
+constexpr uint32_t kOffB = kOffA + kStages * kSmemA;
+constexpr uint32_t kOffSA = kOffB + kStages * kSmemB;
+constexpr uint32_t kOffBar = kOffSA + kStages * kSmemSA;
+constexpr uint32_t kSmemBytes = kOffBar + kStages * 16;
+
+static_assert(kBlockM % 64 == 0 && kWaves >= 1 && kBlockM == kWaves * 64 * kNumMathWG, "bad BLOCK_M");
+static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N must be a multiple of 8 in [8, 256]");
+static_assert(kBlockN <= 128 || (128 % (kBlockN - 128)) == 0, "BLOCK_N > 128 must span at most two sb rows");
+static_assert(kSmemD % 1024 == 0 && kSmemA % 1024 == 0 && kSmemB % 1024 == 0, "stages must stay 1024-aligned");
+static_assert(kBlockN % kAtomCols == 0, "output atoms must tile BLOCK_N");
+
+// Tile sequence shared by the producer and the math warpgroups.
+struct Tile {
+    uint32_t m_block;  // block index within the group's rows
+    uint32_t n_block;
+    int32_t group;     // expert / group index (0 for the normal GEMM; < 0: contiguous padding block)
+    uint32_t rows;     // rows of the group (masked: valid rows; otherwise M)
+};
+
+struct Scheduler {
+    uint32_t m;               // normal/contiguous: rows of A; masked: max_m (rows per group)
+    const int32_t* layout;    // contiguous: m_indices; masked: masked_m
+    uint32_t num_m_blocks;    // normal/contiguous
+    uint32_t tile_idx;
+    // masked: the group the cursor is in, and how many tiles come before it
+    int32_t cur_group;
+    uint32_t group_first_tile, group_tiles, group_rows;
+
+    __device__ __forceinline__ Scheduler(uint32_t m_, const int32_t* layout_) : m(m_), layout(layout_) {
+        num_m_blocks = (m + kBlockM - 1) / kBlockM;
+        tile_idx = blockIdx.x;
+        cur_group = -1;
+        group_first_tile = group_tiles = group_rows = 0;
+    }
+
+    // Rasterize `local` over (m_blocks x kNumNBlocks): bands of kRasterGroup n-blocks, m-blocks
+    // within a band, so a wave of CTAs shares both A and B tiles in L2.
+    __device__ __forceinline__ static void raster(uint32_t local, uint32_t m_blocks, uint32_t& mb, uint32_t& nb) {
+        const uint32_t per_band = kRasterGroup * m_blocks;
+        const uint32_t band = local / per_band;
+        const uint32_t first_n = band * kRasterGroup;
+        const uint32_t width = min(kRasterGroup, kNumNBlocks - first_n);
+        const uint32_t r = local - band * per_band;
+        mb = r / width;
+        nb = first_n + r % width;
+    }
+
+    __device__ __forceinline__ bool next(Tile& t) {
+        if constexpr (kGemmType == kGemmMasked) {
+            while (tile_idx >= group_first_tile + group_tiles) {
+                group_first_tile += group_tiles;
+                if (++cur_group >= int32_t(kNumGroups)) return false;
+                const int32_t rows = __ldg(layout + cur_group);
+                group_rows = rows < 0 ? 0u : min(uint32_t(rows), m);
+                group_tiles = (group_rows + kBlockM - 1) / kBlockM * kNumNBlocks;
+            }
+            raster(tile_idx - group_first_tile, (group_rows + kBlockM - 1) / kBlockM, t.m_block, t.n_block);
+            t.group = cur_group;
+            t.rows = group_rows;
+        } else {
+            if (tile_idx >= num_m_blocks * kNumNBlocks) return false;
+            raster(tile_idx, num_m_blocks, t.m_block, t.n_block);
+            t.rows = m;
+            if constexpr (kGemmType == kGemmContiguous) {
+                const int32_t g = __ldg(layout + t.m_block * kBlockM);
+                t.group = g < int32_t(kNumGroups) ? g : -1;  // ids past the last expert count as padding
+            } else {
+                t.group = 0;
+            }
+        }
+        tile_idx += gridDim.x;
+        return true;
+    }
+};
+
+// Row of the 2-D A / D views where a tile starts (masked groups are stacked max_m rows apart).
+__device__ __forceinline__ uint32_t tile_row(const Tile& t, uint32_t m) {
+    return (kGemmType == kGemmMasked ? uint32_t(t.group) * m : 0u) + t.m_block * kBlockM;
+}
+
+// Byte address of output element (row, col) in the swizzled shared-memory tile; col % 8 == 0.
+__device__ __forceinline__ uint32_t d_smem_addr(uint32_t base, uint32_t row, uint32_t col) {
+    const uint32_t atom = col / kAtomCols;
+    uint32_t off = row * kAtomBytes + (col % kAtomCols) * 2;
+    if constexpr (kSwizzleD != 0) off ^= ((off >> 7) & (kSwizzleD / 16 - 1)) << 4;
+    return base + atom * (kBlockM * kAtomBytes) + off;
+}
+
+}  // namespace cg8
+
+extern "C" __global__ void __launch_bounds__(cg8::kThreads, 1)
+cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
+                 const __grid_constant__ CUtensorMap tmap_sa, const __grid_constant__ CUtensorMap tmap_d,
+                 const float* __restrict__ sb, const int* __restrict__ layout, unsigned short* __restrict__ d,
+                 unsigned int ldd, unsigned int m) {
+    using namespace cg8;
+    extern __shared__ __align__(1024) uint8_t smem[];
+    uint8_t* smem_d = smem;
+    uint8_t* smem_a = smem + kOffA;
+    uint8_t* smem_b = smem + kOffB;
+    float* smem_sa = reinterpret_cast<float*>(smem + kOffSA);
+    uint64_t* full = reinterpret_cast<uint64_t*>(smem + kOffBar);
+    uint64_t* empty = full + kStages;
+
+    if (threadIdx.x == 0 && (smem_addr(smem) & 1023u) != 0) __trap();  // 128B swizzle needs 1024-byte alignment
+
+    const uint32_t wg = threadIdx.x / 128;
+    const uint32_t tid = threadIdx.x % 128;
+    const uint32_t warp = tid / 32, lane = tid % 32;
+
+    if (threadIdx.x == kMathThreads) {
+        tma_prefetch_map(&tmap_a);
+        tma_prefetch_map(&tmap_b);
+        tma_prefetch_map(&tmap_sa);
+        tma_prefetch_map(&tmap_d);
+        for (uint32_t s = 0; s < kStages; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], kNumMathWG * 4);
+        }
+        fence_barrier_init();
+        fence_proxy_async_smem();
+    }
+    __syncthreads();
+
+    Scheduler sched(m, layout);
+    Tile t;
+    uint32_t stage = 0, phase = 0;
+
+    if (wg == kNumMathWG) {
+        // ------------------------------------------------------------ producer
+        setmaxnreg_dec<40>();
+        if (tid != 0) return;
+        while (sched.next(t)) {
+            if (kGemmType == kGemmContiguous && t.group < 0) continue;  // padding block: no loads
+            const int32_t a_row = int32_t(tile_row(t, m));
+            const int32_t b_row = int32_t(uint32_t(t.group) * kShapeN + t.n_block * kBlockN);
+            const int32_t sa_row0 = int32_t(kGemmType == kGemmMasked ? uint32_t(t.group) * kNumKBlocks : 0u);
+            const int32_t sa_col = int32_t(t.m_block * kBlockM);
+#pragma unroll 1
+            for (uint32_t kb = 0; kb < kNumKBlocks; ++kb) {
+                mbar_wait(&empty[stage], phase ^ 1);
+                uint64_t* bar = &full[stage];
+                mbar_arrive_expect_tx(bar, kStageTxBytes);
+                tma_load_2d(smem_a + stage * kSmemA, &tmap_a, bar, int32_t(kb * kBlockK), a_row);
+                tma_load_2d(smem_b + stage * kSmemB, &tmap_b, bar, int32_t(kb * kBlockK), b_row);
+                tma_load_2d(smem_sa + stage * kBlockM, &tmap_sa, bar, sa_col, sa_row0 + int32_t(kb));
+                if (++stage == kStages) stage = 0, phase ^= 1;
+            }
+        }
+        return;
+    }
+
+    // ---------------------------------------------------------------- math warpgroups
+    setmaxnreg_inc<kNumMathWG == 1 ? 240 : 232>();
+
+    float acc[kBlockN / 2];
+    float fin[kWaves][kBlockN / 2];
+    const uint32_t smem_a_addr = smem_addr(smem_a);
+    const uint32_t smem_b_addr = smem_addr(smem_b);
+    const uint32_t smem_d_addr = smem_addr(smem_d);
+    const bool store_thread = (wg == 0 && tid < kNumAtoms);
+
+    while (sched.next(t)) {
+        const uint32_t n0 = t.n_block * kBlockN;
+        const bool padding = (kGemmType == kGemmContiguous && t.group < 0);
+
+#pragma unroll
+        for (uint32_t w = 0; w < kWaves; ++w)
+#pragma unroll
+            for (uint32_t i = 0; i < kBlockN / 2; ++i) fin[w][i] = 0.f;
+
+        if (!padding) {
+            const uint32_t sb_row = uint32_t(t.group) * kScaleRowsB + n0 / 128;
+            const float* sb0_ptr = sb + sb_row * kNumKBlocks;
+            const float* sb1_ptr = sb + min(sb_row + 1, uint32_t(t.group) * kScaleRowsB + kScaleRowsB - 1) * kNumKBlocks;
+            const uint32_t boundary = 128 - n0 % 128;  // tile columns below this use sb row n0/128
+
+            // B scales come from global memory (L2): fetch one k-block ahead so the load is in flight
+            // while this k-block's MMAs run.
+            float next_sb0 = __ldg(sb0_ptr), next_sb1 = kMayStraddle ? __ldg(sb1_ptr) : 0.f;
+#pragma unroll 1
+            for (uint32_t kb = 0; kb < kNumKBlocks; ++kb) {
+                const float sb0 = next_sb0;
+                const float sb1 = kMayStraddle ? next_sb1 : sb0;
+                if (kb + 1 < kNumKBlocks) {
+                    next_sb0 = __ldg(sb0_ptr + kb + 1);
+                    if constexpr (kMayStraddle) next_sb1 = __ldg(sb1_ptr + kb + 1);
+                }
+                mbar_wait(&full[stage], phase);
+
+                const float* sa = smem_sa + stage * kBlockM;
+#pragma unroll
+                for (uint32_t w = 0; w < kWaves; ++w) {
+                    const uint32_t row = (wg * kWaves + w) * 64 + warp * 16 + lane / 4;
+                    const float sa0 = sa[row], sa1 = sa[row + 8];
+
+#pragma unroll
+                    for (uint32_t i = 0; i < kBlockN / 2; ++i) fence_operand(acc[i]);
+                    wgmma_fence();
+                    const uint32_t a_base = smem_a_addr + stage * kSmemA + (wg * kWaves + w) * 64 * kBlockK;
+                    const uint32_t b_base = smem_b_addr + stage * kSmemB;
+#pragma unroll
+                    for (uint32_t k = 0; k < kBlockK / 32; ++k)
+                        wgmma_m64k32(acc, smem_desc_sw128(a_base + k * 32), smem_desc_sw128(b_base + k * 32), k);
+                    wgmma_commit();
+                    wgmma_wait0();
+#pragma unroll
+                    for (uint32_t i = 0; i < kBlockN / 2; ++i) fence_operand(acc[i]);
+
+                    // The stage's shared memory is no longer needed: release it before promoting.
+                    if (w == kWaves - 1 && lane == 0) mbar_arrive(&empty[stage]);
+
+                    // Promotion: scale this 128-deep partial sum and add it in FP32.
+                    const float p00 = sa0 * sb0, p10 = sa1 * sb0;
+                    const float p01 = sa0 * sb1, p11 = sa1 * sb1;
+#pragma unroll
+                    for (uint32_t i = 0; i < kBlockN / 8; ++i) {
+                        const bool first = !kMayStraddle || i * 8 < boundary;
+                        const float s0 = first ? p00 : p01, s1 = first ? p10 : p11;
+                        fin[w][i * 4 + 0] += s0 * acc[i * 4 + 0];
+                        fin[w][i * 4 + 1] += s0 * acc[i * 4 + 1];
+                        fin[w][i * 4 + 2] += s1 * acc[i * 4 + 2];
+                        fin[w][i * 4 + 3] += s1 * acc[i * 4 + 3];
+                    }
+                }
+                if (++stage == kStages) stage = 0, phase ^= 1;
+            }
+        }
+
+        // ------------------------------------------------------------ epilogue
+        const uint32_t row0 = tile_row(t, m);
+        const uint32_t m0 = t.m_block * kBlockM;
+
+        // Contiguous layout: rows whose m_indices entry is -1 come out as zeros.
+        if constexpr (kGemmType == kGemmContiguous) {
+#pragma unroll
+            for (uint32_t w = 0; w < kWaves; ++w) {
+                const uint32_t r = m0 + (wg * kWaves + w) * 64 + warp * 16 + lane / 4;
+                const bool z0 = padding || (r < m && __ldg(layout + r) < 0);
+                const bool z1 = padding || (r + 8 < m && __ldg(layout + r + 8) < 0);
+#pragma unroll
+                for (uint32_t i = 0; i < kBlockN / 8; ++i) {
+                    if (z0) fin[w][i * 4 + 0] = fin[w][i * 4 + 1] = 0.f;
+                    if (z1) fin[w][i * 4 + 2] = fin[w][i * 4 + 3] = 0.f;
+                }
+            }
+        }
+
+        // The previous tile's TMA store must have finished reading the tile before it is rewritten.
+        if (store_thread) bulk_wait_group_read0();
+        named_barrier_sync(1, kMathThreads);
+
+#pragma unroll
+        for (uint32_t w = 0; w < kWaves; ++w) {
+            const uint32_t row = (wg * kWaves + w) * 64 + warp * 16 + (lane / 8 % 2) * 8 + lane % 8;
+#pragma unroll
+            for (uint32_t i = 0; i + 1 < kBlockN / 8; i += 2) {
+                const uint32_t addr = d_smem_addr(smem_d_addr, row, (i + lane / 16) * 8);
+                stmatrix_x4(addr, pack_bf16x2(fin[w][i * 4 + 0], fin[w][i * 4 + 1]),
+                            pack_bf16x2(fin[w][i * 4 + 2], fin[w][i * 4 + 3]),
+                            pack_bf16x2(fin[w][i * 4 + 4], fin[w][i * 4 + 5]),
+                            pack_bf16x2(fin[w][i * 4 + 6], fin[w][i * 4 + 7]));
+            }
+            if constexpr ((kBlockN / 8) % 2 == 1) {
+                constexpr uint32_t i = kBlockN / 8 - 1;
+                const uint32_t addr = d_smem_addr(smem_d_addr, row, i * 8);  // lanes 16..31: ignored
+                stmatrix_x2(addr, pack_bf16x2(fin[w][i * 4 + 0], fin[w][i * 4 + 1]),
+                            pack_bf16x2(fin[w][i * 4 + 2], fin[w][i * 4 + 3]));
+            }
+        }
+
+        const bool partial_rows = (kGemmType == kGemmMasked) && (m0 + kBlockM > t.rows);
+        if (!partial_rows) {
+            fence_proxy_async_smem();
+            named_barrier_sync(1, kMathThreads);
+            if (store_thread) {
+                tma_store_2d(&tmap_d, smem_d + tid * (kBlockM * kAtomBytes), int32_t(n0 + tid * kAtomCols),
+                             int32_t(row0));
+                bulk_commit_group();
+            }
+        } else {
+            // Masked layout, last block of a group: only rows below masked_m may be written, so copy
+            // them out with ordinary 16-byte stores instead of a TMA store of the whole box.
+            named_barrier_sync(1, kMathThreads);
+            const uint32_t valid = t.rows - m0;
+            constexpr uint32_t kChunks = kBlockN / 8;
+            for (uint32_t idx = threadIdx.x; idx < valid * kChunks; idx += kMathThreads) {
+                const uint32_t r = idx / kChunks, c = (idx % kChunks) * 8;
+                if (n0 + c < kShapeN) {
+                    uint32_t v0, v1, v2, v3;
+                    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                                 : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3)
+                                 : "r"(d_smem_addr(smem_d_addr, r, c)));
+                    unsigned short* dst = d + uint64_t(row0 + r) * ldd + n0 + c;
+                    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(v0), "r"(v1),
+                                 "r"(v2), "r"(v3)
+                                 : "memory");
+                }
+            }
+        }
+    }
+    if (store_thread) bulk_wait_group0();
+}

@@ -1,0 +1,116 @@
+"""Pick the kernel configuration for a problem: block sizes, pipeline depth, grid. Deterministic and
+pure (no GPU needed): the same (layout, M, N, K, groups, SMs) always gives the same answer."""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+SMEM_CAPACITY = 232_448          # bytes of dynamic shared memory a Hopper CTA may opt into
+BLOCK_K = 128
+MAX_STAGES = 16               # running stage counters: no unrolling cost per stage
+RASTER_GROUP = 16                # n-blocks per rasterization band
+LAYOUTS = ("normal", "contiguous", "masked")
+GEMM_TYPE_CODE = {"normal": 0, "contiguous": 1, "masked": 2}
+CONTIGUOUS_M_ALIGNMENT = 128     # expert segments start at multiples of this (contiguous layout)
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """Everything compiled into one cubin (M and the grid are run-time values)."""
+    layout: str
+    n: int
+    k: int
+    num_groups: int
+    block_m: int
+    block_n: int
+    stages: int
+    num_math_wg: int
+    swizzle_d: int      # bytes of the output tile's TMA swizzle span (0: none)
+    raster_group: int = RASTER_GROUP
+
+    @property
+    def threads(self) -> int:
+        return 128 * (self.num_math_wg + 1)
+
+    @property
+    def smem_bytes(self) -> int:
+        return smem_bytes(self.block_m, self.block_n, self.stages)
+
+    @property
+    def num_n_blocks(self) -> int:
+        return -(-self.n // self.block_n)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    config: KernelConfig
+    grid: int           # CTAs (persistent: at most one per SM)
+    num_tiles: int      # tiles the heuristic expected (masked: from expected_m)
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def smem_bytes(block_m: int, block_n: int, stages: int) -> int:
+    """Must mirror the layout in cuda_src/fp8_gemm.cuh: D tile, then per stage A, B, A-scales, 2 barriers."""
+    return block_m * block_n * 2 + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16)
+
+
+def swizzle_for(block_n: int) -> int:
+    for span in (128, 64, 32):
+        if (block_n * 2) % span == 0:
+            return span
+    return 0
+
+
+def block_n_candidates(block_m: int) -> list[int]:
+    """Multiples of 8 the kernel handles for this BLOCK_M: the FP32 accumulators of one 64-row slab
+    (and two slabs for BLOCK_M=256) must fit in the math threads' 232 registers, and a tile wider than
+    128 must span at most two 128-row blocks of B's scales."""
+    small = list(range(16, 129, 8))
+    return small if block_m == 256 else small + [144, 160, 192]
+
+
+def _stages(block_m: int, block_n: int, k: int) -> int:
+    limit = min(MAX_STAGES, max(1, ceil_div(k, BLOCK_K)))
+    for s in range(limit, 0, -1):
+        if smem_bytes(block_m, block_n, s) <= SMEM_CAPACITY:
+            return s
+    return 0
+
+
+@functools.lru_cache(maxsize=4096)
+def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -> LaunchPlan:
+    """Configuration for D[m, n] = A[m, k] B[n, k]^T (per group). `m` is the rows per group for the
+    masked layout (the expected count) and the total rows otherwise."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if min(m, n, k, num_groups, num_sms) <= 0:
+        raise ValueError(f"m, n, k, num_groups and num_sms must be positive, got {(m, n, k, num_groups, num_sms)}")
+    block_ms = (64, 128) if layout == "contiguous" else (64, 128, 256)
+    tile_groups = num_groups if layout == "masked" else 1
+
+    best = None
+    for bm in block_ms:
+        if bm > 64 and m <= 64 and layout != "contiguous":
+            continue  # a 64-row block already covers M
+        for bn in block_n_candidates(bm):
+            stages = _stages(bm, bn, k)
+            if stages < min(3, ceil_div(k, BLOCK_K)):
+                continue
+            tiles = ceil_div(m, bm) * ceil_div(n, bn) * tile_groups
+            waves = ceil_div(tiles, num_sms)
+            last = tiles - (waves - 1) * num_sms
+            # Fewer waves first; then a fuller last wave; then less wasted area (rows/cols past the
+            # problem); then larger tiles (fewer operand re-reads per FLOP).
+            waste = ceil_div(m, bm) * bm * ceil_div(n, bn) * bn
+            score = (waves, -last, waste, -(bm * bn), bn)
+            if best is None or score < best[0]:
+                best = (score, bm, bn, stages, tiles)
+    assert best is not None
+    _, bm, bn, stages, tiles = best
+    config = KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=bm, block_n=bn,
+                          stages=stages, num_math_wg=1 if bm == 64 else 2, swizzle_d=swizzle_for(bn))
+    grid = num_sms if layout == "masked" else min(num_sms, tiles)
+    return LaunchPlan(config=config, grid=grid, num_tiles=tiles)

@@ -1,0 +1,172 @@
+"""Run-time compilation: CUDA source -> sm_90a cubin through NVRTC, with two caches.
+
+* memory: a dict from cache key to cubin bytes, for this process;
+* disk: ``$CUGEMM8_CACHE_DIR`` (default ``~/.cache/cugemm8``), one file per key, written to a
+  temporary name and renamed into place (atomic), with a SHA-256 of the cubin in its header so a
+  truncated or corrupted file is detected and rebuilt.
+
+The key covers everything that changes the binary: the rendered source, every file under
+``cuda_src/``, the NVRTC options, NVRTC's version and the SASS patcher's version. Compiling needs no
+GPU and no driver.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+
+ARCH_OPTION = "-arch=sm_90a"
+_CACHE_MAGIC = b"CUGEMM8CUBIN1\n"
+
+
+class CompileError(RuntimeError):
+    """NVRTC rejected a source; the message holds NVRTC's log."""
+
+
+def source_dir() -> Path:
+    """The folder holding the CUDA sources: inside the installed package, or the checkout's top."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "cuda_src", here.parent / "cuda_src"):
+        if (candidate / "fp8_gemm.cuh").is_file():
+            return candidate
+    raise FileNotFoundError(f"cugemm8: cannot find cuda_src/ next to {here}")
+
+
+@functools.lru_cache(maxsize=None)
+def nvrtc_version() -> tuple[int, int]:
+    from cuda.bindings import nvrtc
+
+    err, major, minor = nvrtc.nvrtcVersion()
+    _check(err, "nvrtcVersion")
+    return int(major), int(minor)
+
+
+@functools.lru_cache(maxsize=None)
+def _sources_digest() -> str:
+    h = hashlib.sha256()
+    for path in sorted(source_dir().iterdir()):
+        if path.suffix in (".cuh", ".cu"):
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("CUGEMM8_CACHE_DIR")
+    if root:
+        return Path(root)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "cugemm8"
+
+
+def default_options() -> tuple[str, ...]:
+    return (ARCH_OPTION, "-std=c++17", f"-I{source_dir()}", "--device-as-default-execution-space")
+
+
+def cache_key(source: str, options: tuple[str, ...], patch_version: str = "") -> str:
+    h = hashlib.sha256()
+    for part in (source, _sources_digest(), "\0".join(options), repr(nvrtc_version()), patch_version):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+def _check(err, what: str) -> None:
+    from cuda.bindings import nvrtc
+
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise CompileError(f"{what} failed: {err}")
+
+
+def compile_cubin(source: str, *, name: str = "cugemm8.cu", options: tuple[str, ...] | None = None) -> bytes:
+    """Compile ``source`` with NVRTC (no cache). Raises CompileError with the log on failure."""
+    from cuda.bindings import nvrtc
+
+    opts = default_options() if options is None else tuple(options)
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
+    _check(err, "nvrtcCreateProgram")
+    try:
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise CompileError(f"NVRTC could not compile {name}:\n{_log(prog)}")
+        err, size = nvrtc.nvrtcGetCUBINSize(prog)
+        _check(err, "nvrtcGetCUBINSize")
+        buf = b" " * size
+        (err,) = nvrtc.nvrtcGetCUBIN(prog, buf)
+        _check(err, "nvrtcGetCUBIN")
+        return buf
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def _log(prog) -> str:
+    from cuda.bindings import nvrtc
+
+    err, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    buf = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, buf)
+    return buf.decode(errors="replace").rstrip("\0 \n")
+
+
+# ----------------------------------------------------------------------------- caches
+_memory: dict[str, bytes] = {}
+_lock = threading.Lock()
+_warned_dirs: set[str] = set()
+
+
+def _read_disk(path: Path) -> bytes | None:
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return None
+    head = len(_CACHE_MAGIC)
+    if blob[:head] != _CACHE_MAGIC or len(blob) < head + 32:
+        return None
+    digest, cubin = blob[head:head + 32], blob[head + 32:]
+    return cubin if hashlib.sha256(cubin).digest() == digest else None
+
+
+def _write_disk(path: Path, cubin: bytes) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".cubin")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(_CACHE_MAGIC + hashlib.sha256(cubin).digest() + cubin)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        where = str(path.parent)
+        if where not in _warned_dirs:
+            _warned_dirs.add(where)
+            warnings.warn(f"cugemm8: JIT cache directory {where} is not writable ({exc}); "
+                          "kernels are cached in memory only", RuntimeWarning, stacklevel=3)
+
+
+def build(source: str, *, name: str = "cugemm8.cu", options: tuple[str, ...] | None = None,
+          patch=None, patch_version: str = "") -> bytes:
+    """Cached compile. ``patch(cubin) -> cubin`` runs after NVRTC and before the cubin is cached."""
+    opts = default_options() if options is None else tuple(options)
+    key = cache_key(source, opts, patch_version)
+    cubin = _memory.get(key)
+    if cubin is not None:
+        return cubin
+    with _lock:
+        cubin = _memory.get(key)
+        if cubin is not None:
+            return cubin
+        path = cache_dir() / f"{key}.cubin"
+        cubin = None if os.environ.get("CUGEMM8_JIT_DISABLE_CACHE") else _read_disk(path)
+        if cubin is None:
+            cubin = compile_cubin(source, name=name, options=opts)
+            if patch is not None:
+                cubin = patch(cubin)
+            _write_disk(path, cubin)
+        _memory[key] = cubin
+        return cubin

@@ -1,0 +1,216 @@
+"""Driver-level work through cuda-python: the device's properties, loading cubins, TMA descriptors and
+launching. The hot path (``GemmLauncher.launch``) does no allocation: tensor maps are cached per
+problem geometry and only their global addresses are swapped (``cuTensorMapReplaceAddress``) when a
+call brings new arrays; the kernel's argument array is packed once and reused."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+
+import cupy
+from cuda.bindings import driver as cu
+
+from . import kernels
+from .heuristics import KernelConfig
+
+_SUCCESS = cu.CUresult.CUDA_SUCCESS
+
+
+class CudaError(RuntimeError):
+    pass
+
+
+def _check(result, what: str):
+    err = result[0]
+    if err != _SUCCESS:
+        _, msg = cu.cuGetErrorString(err)
+        raise CudaError(f"{what} failed: {err.name}: {msg.decode() if msg else ''}")
+    return result[1] if len(result) == 2 else result[1:]
+
+
+# ----------------------------------------------------------------------------- devices
+@functools.lru_cache(maxsize=None)
+def device_properties(device: int) -> dict:
+    props = cupy.cuda.runtime.getDeviceProperties(device)
+    name = props["name"]
+    return {
+        "name": name.decode() if isinstance(name, bytes) else str(name),
+        "cc": (int(props["major"]), int(props["minor"])),
+        "num_sms": int(props["multiProcessorCount"]),
+        "smem_optin": int(props["sharedMemPerBlockOptin"]),
+    }
+
+
+@functools.lru_cache(maxsize=None)
+def require_hopper(device: int) -> None:
+    props = device_properties(device)
+    if props["cc"] != (9, 0):
+        raise RuntimeError(f"cugemm8 needs a Hopper GPU (compute capability 9.0, sm_90a); device {device} "
+                           f"({props['name']}) has compute capability {props['cc'][0]}.{props['cc'][1]}")
+
+
+_num_sms_override: dict[int, int] = {}
+
+
+def get_num_sms(device: int | None = None) -> int:
+    dev = cupy.cuda.runtime.getDevice() if device is None else device
+    return _num_sms_override.get(dev) or device_properties(dev)["num_sms"]
+
+
+def set_num_sms(num_sms: int, device: int | None = None) -> None:
+    dev = cupy.cuda.runtime.getDevice() if device is None else device
+    total = device_properties(dev)["num_sms"]
+    if isinstance(num_sms, bool) or not isinstance(num_sms, int):
+        raise TypeError(f"num_sms must be an int, got {type(num_sms).__name__}")
+    if not 0 < num_sms <= total:
+        raise ValueError(f"num_sms must be in [1, {total}] (the SM count of device {dev}), got {num_sms}")
+    _num_sms_override[dev] = num_sms
+
+
+# ----------------------------------------------------------------------------- kernels
+_tls = threading.local()
+_driver_ready = False
+
+
+def _ensure_context(device: int) -> None:
+    """Make sure the device's primary context (the one CuPy uses) is current on this thread."""
+    global _driver_ready
+    ready = getattr(_tls, "devices", None)
+    if ready is None:
+        ready = _tls.devices = set()
+    if device in ready:
+        return
+    if not _driver_ready:
+        _check(cu.cuInit(0), "cuInit")
+        _driver_ready = True
+    with cupy.cuda.Device(device):
+        cupy.cuda.runtime.free(0)  # initializes the runtime's (primary) context on this thread
+    ready.add(device)
+
+
+class LoadedKernel:
+    def __init__(self, cfg: KernelConfig, device: int):
+        self.config = cfg
+        self.device = device
+        cubin = kernels.build(cfg)
+        _ensure_context(device)
+        with cupy.cuda.Device(device):
+            self.module = _check(cu.cuModuleLoadData(cubin), "cuModuleLoadData")
+            self.function = _check(cu.cuModuleGetFunction(self.module, kernels.KERNEL_NAME.encode()),
+                                   "cuModuleGetFunction")
+            _check(cu.cuFuncSetAttribute(
+                self.function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                cfg.smem_bytes), "cuFuncSetAttribute(max dynamic shared memory)")
+
+
+_kernels: dict[tuple[int, KernelConfig], LoadedKernel] = {}
+_kernels_lock = threading.Lock()
+
+
+def get_kernel(cfg: KernelConfig, device: int) -> LoadedKernel:
+    key = (device, cfg)
+    kern = _kernels.get(key)
+    if kern is None:
+        with _kernels_lock:
+            kern = _kernels.get(key)
+            if kern is None:
+                kern = _kernels[key] = LoadedKernel(cfg, device)
+    return kern
+
+
+# ----------------------------------------------------------------------------- tensor maps
+_DT = cu.CUtensorMapDataType
+_SW = cu.CUtensorMapSwizzle
+_SWIZZLE = {0: _SW.CU_TENSOR_MAP_SWIZZLE_NONE, 32: _SW.CU_TENSOR_MAP_SWIZZLE_32B,
+            64: _SW.CU_TENSOR_MAP_SWIZZLE_64B, 128: _SW.CU_TENSOR_MAP_SWIZZLE_128B}
+
+
+def encode_2d(dtype, ptr: int, inner: int, outer: int, row_stride_bytes: int, box_inner: int, box_outer: int,
+              swizzle: int) -> cu.CUtensorMap:
+    """A 2-D tiled tensor map: `inner` contiguous elements per row, `outer` rows."""
+    u64, u32 = cu.cuuint64_t, cu.cuuint32_t
+    return _check(cu.cuTensorMapEncodeTiled(
+        dtype, 2, ptr, [u64(inner), u64(outer)], [u64(row_stride_bytes)], [u32(box_inner), u32(box_outer)],
+        [u32(1), u32(1)], cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, _SWIZZLE[swizzle],
+        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+        f"cuTensorMapEncodeTiled(dims=({inner}, {outer}), stride={row_stride_bytes}, box=({box_inner}, {box_outer}))")
+
+
+class GemmLauncher:
+    """One kernel bound to one problem geometry: 4 tensor maps and the packed argument array.
+
+    Geometry (what the maps encode besides addresses): rows of A/D, row strides of every operand.
+    Addresses may change from call to call."""
+
+    def __init__(self, kern: LoadedKernel, grid: int, rows: int, a_ld: int, b_ld: int, sa_ld: int, d_ld: int,
+                 ptrs: tuple[int, int, int, int]):
+        cfg = kern.config
+        self.kernel = kern
+        self.grid = grid
+        kb = -(-cfg.k // 128)
+        groups = cfg.num_groups
+        # masked: A, its scales and D stack the groups ([G*max_m, ...]); B always stacks them.
+        a_rows = rows * groups if cfg.layout == "masked" else rows
+        sa_outer = kb * groups if cfg.layout == "masked" else kb
+        sa_inner = rows
+        atom_cols = cfg.swizzle_d // 2 if cfg.swizzle_d else cfg.block_n
+        self.maps = (
+            encode_2d(_DT.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[0], cfg.k, a_rows, a_ld, 128, cfg.block_m, 128),
+            encode_2d(_DT.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[1], cfg.k, cfg.n * groups, b_ld, 128, cfg.block_n,
+                      128),
+            encode_2d(_DT.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, ptrs[2], sa_inner, sa_outer, sa_ld * 4, cfg.block_m, 1,
+                      0),
+            encode_2d(_DT.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, ptrs[3], cfg.n, a_rows, d_ld * 2, atom_cols,
+                      min(cfg.block_m, a_rows), cfg.swizzle_d),
+        )
+        self.ptrs = list(ptrs)
+        self._sb = ctypes.c_uint64(0)
+        self._layout = ctypes.c_uint64(0)
+        self._d = ctypes.c_uint64(ptrs[3])
+        self._ldd = ctypes.c_uint32(d_ld)
+        self._m = ctypes.c_uint32(rows)
+        self._argv = (ctypes.c_void_p * 9)(
+            *[int(m.getPtr()) for m in self.maps],
+            ctypes.addressof(self._sb), ctypes.addressof(self._layout), ctypes.addressof(self._d),
+            ctypes.addressof(self._ldd), ctypes.addressof(self._m))
+        self._argv_addr = ctypes.addressof(self._argv)
+        self._streams: dict[int, cu.CUstream] = {}
+
+    def launch(self, a_ptr: int, b_ptr: int, sa_ptr: int, d_ptr: int, sb_ptr: int, layout_ptr: int,
+               stream_ptr: int) -> None:
+        ptrs = self.ptrs
+        for i, p in enumerate((a_ptr, b_ptr, sa_ptr, d_ptr)):
+            if ptrs[i] != p:
+                _check(cu.cuTensorMapReplaceAddress(self.maps[i], p), "cuTensorMapReplaceAddress")
+                ptrs[i] = p
+        self._sb.value = sb_ptr
+        self._layout.value = layout_ptr
+        self._d.value = d_ptr
+        stream = self._streams.get(stream_ptr)
+        if stream is None:
+            stream = self._streams[stream_ptr] = cu.CUstream(stream_ptr)
+        cfg = self.kernel.config
+        err = cu.cuLaunchKernel(self.kernel.function, self.grid, 1, 1, cfg.threads, 1, 1, cfg.smem_bytes, stream,
+                                self._argv_addr, 0)[0]
+        if err != _SUCCESS:
+            _check((err,), f"cuLaunchKernel({kernels.KERNEL_NAME}, {cfg})")
+
+
+_launchers: dict[tuple, GemmLauncher] = {}
+_MAX_LAUNCHERS = 1024
+
+
+def get_launcher(cfg: KernelConfig, device: int, grid: int, rows: int, a_ld: int, b_ld: int, sa_ld: int,
+                 d_ld: int, ptrs: tuple[int, int, int, int]) -> GemmLauncher:
+    key = (device, cfg, grid, rows, a_ld, b_ld, sa_ld, d_ld)
+    launcher = _launchers.get(key)
+    if launcher is None:
+        kern = get_kernel(cfg, device)
+        with cupy.cuda.Device(device):
+            launcher = GemmLauncher(kern, grid, rows, a_ld, b_ld, sa_ld, d_ld, ptrs)
+        if len(_launchers) >= _MAX_LAUNCHERS:
+            _launchers.pop(next(iter(_launchers)))
+        _launchers[key] = launcher
+    return launcher

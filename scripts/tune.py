@@ -1,0 +1,114 @@
+"""Sweep kernel configurations on the GPU for given shapes and compare with the heuristic's pick.
+
+    python scripts/tune.py [--shapes dense|small|large] [--reps 10] [--out FILE]
+
+Not a test and not the benchmark: a tool for setting the heuristic from measurements. Each
+configuration is timed with the benchmark's protocol (L2 flushed before each call, CUDA events,
+median)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+import cupy  # noqa: E402
+
+import cugemm8  # noqa: E402
+from cugemm8 import heuristics, jit, kernels, runtime  # noqa: E402
+from cugemm8.heuristics import KernelConfig  # noqa: E402
+
+DENSE = [(m, n, k) for m in (64, 128, 4096)
+         for n, k in ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))]
+
+
+def candidates(m: int, n: int, k: int) -> list[KernelConfig]:
+    out = []
+    for bm in (64, 128, 256):
+        if bm > 64 and m <= 64:
+            continue
+        for bn in heuristics.block_n_candidates(bm):
+            if bn % 16 and bn not in (24, 40, 56, 72, 88, 104, 120):
+                continue
+            stages = heuristics._stages(bm, bn, k)
+            if stages < 2:
+                continue
+            out.append(KernelConfig(layout="normal", n=n, k=k, num_groups=1, block_m=bm, block_n=bn, stages=stages,
+                                    num_math_wg=1 if bm == 64 else 2, swizzle_d=heuristics.swizzle_for(bn)))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shapes", default="dense", choices=("dense", "small", "large"))
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    shapes = {"dense": DENSE, "small": [s for s in DENSE if s[0] <= 128],
+              "large": [s for s in DENSE if s[0] > 128]}[args.shapes]
+    sms = cugemm8.get_num_sms()
+    dev = cupy.cuda.runtime.getDevice()
+
+    todo = {cfg for s in shapes for cfg in candidates(*s)}
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
+        list(pool.map(lambda c: jit.build(kernels.render(c)), sorted(todo, key=repr)))
+    print(f"compiled {len(todo)} configurations", flush=True)
+
+    flush = cupy.empty(1 << 30, dtype=cupy.uint8)
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    results = []
+    for m, n, k in shapes:
+        rng = cupy.random.default_rng(0)
+        a, sa = cugemm8.per_token_cast_to_fp8(rng.standard_normal((m, k), dtype=cupy.float32))
+        b, sb = cugemm8.per_block_cast_to_fp8(rng.standard_normal((n, k), dtype=cupy.float32))
+        sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
+        out = cupy.empty((m, n), dtype=cugemm8.api.BF16)
+        ref = cugemm8.matmul(a, sa, b, sb).astype(cupy.float32)
+        pick = heuristics.choose("normal", m, n, k, 1, sms)
+        kb = -(-k // 128)
+        sa_ld = sa.strides[1] // 4 if kb > 1 else -(-m // 4) * 4
+        rows = []
+        for cfg in candidates(m, n, k):
+            tiles = -(-m // cfg.block_m) * cfg.num_n_blocks
+            launcher = runtime.get_launcher(cfg, dev, min(sms, tiles), m, a.strides[0], b.strides[0], sa_ld,
+                                            out.strides[0] // 2, (a.data.ptr, b.data.ptr, sa.data.ptr, out.data.ptr))
+
+            def call():
+                launcher.launch(a.data.ptr, b.data.ptr, sa.data.ptr, out.data.ptr, sb.data.ptr, 0,
+                                cupy.cuda.get_current_stream().ptr)
+
+            call()
+            ok = bool(cupy.allclose(out.astype(cupy.float32), ref, rtol=2e-2, atol=1e-2))
+            times = []
+            for _ in range(args.reps):
+                flush.fill(0)
+                start.record()
+                call()
+                end.record()
+                end.synchronize()
+                times.append(cupy.cuda.get_elapsed_time(start, end) * 1e3)
+            us = statistics.median(times)
+            rows.append({"block_m": cfg.block_m, "block_n": cfg.block_n, "stages": cfg.stages, "us": us,
+                         "tflops": 2 * m * n * k / us / 1e6, "ok": ok, "picked": cfg == pick.config})
+        rows.sort(key=lambda r: r["us"])
+        best = rows[0]
+        mine = next(r for r in rows if r["picked"]) if any(r["picked"] for r in rows) else None
+        results.append({"m": m, "n": n, "k": k, "rows": rows})
+        print(f"{m:5d} {n:6d} {k:6d}  best {best['block_m']:3d}x{best['block_n']:3d}x{best['stages']:2d} "
+              f"{best['us']:8.1f}us {best['tflops']:6.0f}TF  "
+              + (f"pick {mine['block_m']}x{mine['block_n']}x{mine['stages']} {mine['us']:8.1f}us "
+                 f"({mine['us'] / best['us']:.2f}x)" if mine else f"pick {pick.config} not swept")
+              + ("" if all(r["ok"] for r in rows) else "  MISMATCH in " + str([(r['block_m'], r['block_n'])
+                                                                            for r in rows if not r['ok']])),
+              flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"gpu": runtime.device_properties(dev), "results": results}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

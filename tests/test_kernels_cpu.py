@@ -1,0 +1,88 @@
+"""CPU tier: every configuration the heuristic picks compiles for sm_90a, and its SASS looks right;
+the heuristic's choices respect the hardware's limits."""
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cugemm8 import heuristics, jit, kernels, sass
+
+DENSE = [(m, n, k) for m in (64, 128, 4096)
+         for n, k in ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))]
+SPREAD = [(1, 8, 16), (7, 24, 112), (65, 136, 144), (200, 1000, 1040), (1000, 4104, 2000), (3000, 256, 7168),
+          (129, 2048, 128), (257, 512, 4096), (17, 576, 7168), (2048, 7168, 576)]
+CONTIGUOUS = [(4, 8192, 4096, 7168), (4, 8192, 7168, 2048), (8, 4096, 4096, 7168), (8, 4096, 7168, 2048),
+              (3, 300, 136, 400)]
+MASKED = [(g, e, n, k) for g, e in ((1, 1024), (2, 512), (4, 256)) for n, k in ((4096, 7168), (7168, 2048))] + [
+    (32, 40, 24, 128)]
+SMS = (132, 114, 78)
+
+
+def picked_configs():
+    configs = set()
+    for sms in SMS:
+        for m, n, k in DENSE + SPREAD:
+            configs.add(heuristics.choose("normal", m, n, k, 1, sms).config)
+        for g, m, n, k in CONTIGUOUS:
+            configs.add(heuristics.choose("contiguous", g * m, n, k, g, sms).config)
+        for g, m, n, k in MASKED:
+            configs.add(heuristics.choose("masked", m, n, k, g, sms).config)
+    return sorted(configs, key=repr)
+
+
+CONFIGS = picked_configs()
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    return {cfg: jit.compile_cubin(kernels.render(cfg)) for cfg in CONFIGS}
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.layout}-n{c.n}-k{c.k}-g{c.num_groups}-"
+                         f"{c.block_m}x{c.block_n}x{c.stages}")
+def test_config_compiles_with_expected_sass(cfg, compiled):
+    cubin = compiled[cfg]
+    text = sass.disassemble(cubin)
+    ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", text)
+    names = {op.split(".")[0] for op in ops}
+    assert any(op.startswith("QGMMA.64x%dx32.F32.E4M3.E4M3" % cfg.block_n) for op in ops), "no FP8 wgmma"
+    assert "USETMAXREG" in names, "setmaxnreg missing"
+    assert "UTMALDG" in names and "UTMASTG" in names, "TMA loads/stores missing"
+    assert not names & {"LDL", "STL"}, "local memory (spills) in the kernel"
+    usage = sass.resource_usage(cubin)
+    kern = usage[kernels.KERNEL_NAME]
+    assert kern["STACK"] == 0 and kern.get("LOCAL", 0) == 0
+
+
+def test_heuristic_picks_known_good_tiles():
+    # The configuration every benchmark shape gets must fit, and large shapes must use big tiles.
+    plan = heuristics.choose("normal", 4096, 7168, 16384, 1, 132)
+    assert plan.config.block_m * plan.config.block_n >= 128 * 128
+    assert heuristics.choose("normal", 64, 2112, 7168, 1, 132).config.block_m == 64
+
+
+@settings(max_examples=300, deadline=None)
+@given(layout=st.sampled_from(heuristics.LAYOUTS), m=st.integers(1, 70000), n=st.integers(1, 8192).map(lambda v: 8 * v),
+       k=st.integers(1, 2048).map(lambda v: 16 * v), groups=st.integers(1, 64), sms=st.integers(1, 144))
+def test_heuristic_limits(layout, m, n, k, groups, sms):
+    if layout == "normal":
+        groups = 1
+    plan = heuristics.choose(layout, m, n, k, groups, sms)
+    cfg = plan.config
+    assert cfg.smem_bytes <= heuristics.SMEM_CAPACITY
+    assert 1 <= plan.grid <= sms
+    assert 1 <= cfg.stages <= max(1, -(-k // 128))
+    assert cfg.block_n % 8 == 0 and cfg.block_m in (64, 128, 256)
+    assert cfg.block_n <= 128 or 128 % (cfg.block_n - 128) == 0
+    if layout == "contiguous":
+        assert heuristics.CONTIGUOUS_M_ALIGNMENT % cfg.block_m == 0
+    assert heuristics.choose(layout, m, n, k, groups, sms) == plan  # deterministic
+
+
+def test_smem_formula_matches_kernel_layout():
+    # The host sizes the launch's shared memory; the kernel lays it out. A static_assert appended to
+    # the translation unit checks that the two agree.
+    cfg = heuristics.choose("normal", 4096, 7168, 16384, 1, 132).config
+    src = kernels.render(cfg) + "static_assert(cg8::kSmemBytes == %d, \"mismatch\");\n" % cfg.smem_bytes
+    jit.compile_cubin(src)
