@@ -1,6 +1,14 @@
 """The public GEMM entry points: validate, pick a configuration, launch. Nothing here synchronizes the
-host, so every call can be captured in a CUDA graph once its kernel has been compiled."""
+host, so every call can be captured in a CUDA graph once its kernel has been compiled.
+
+Host cost: a call is keyed by everything the checks and the configuration depend on (each array's
+shape, strides, dtype, device and base-address alignment). The first call with a key runs the full
+validation, the heuristic and the kernel/tensor-map setup; later calls with the same key go straight
+to the launch, which only swaps the arrays' addresses into the cached tensor maps.
+"""
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import cupy
 import ml_dtypes
@@ -8,10 +16,14 @@ import numpy as np
 
 from . import runtime
 from .heuristics import CONTIGUOUS_M_ALIGNMENT, choose
-from .layout import get_col_major_tma_aligned_tensor
-from .validation import as_device_array, check_contiguous, check_dense, check_masked, describe
+from .layout import get_col_major_tma_aligned_tensor, get_tma_aligned_size
+from .validation import (as_device_array, check_contiguous, check_dense, check_expected_m, check_masked,
+                         describe)
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
+_ND = cupy.ndarray
+_get_device = cupy.cuda.runtime.getDevice
+_current_stream = cupy.cuda.get_current_stream
 
 
 def get_m_alignment_for_contiguous_layout() -> int:
@@ -19,9 +31,35 @@ def get_m_alignment_for_contiguous_layout() -> int:
     return CONTIGUOUS_M_ALIGNMENT
 
 
+class _Prepared(NamedTuple):
+    launcher: runtime.GemmLauncher | None   # None: nothing to compute (M == 0)
+    out_shape: tuple                        # shape of the result when the caller gives no `out`
+    convert_a_scale: bool                   # a_scale is row-major: convert it on every call
+
+
+_prepared: dict[tuple, _Prepared] = {}
+_MAX_PREPARED = 4096
+
+
+def _key(layout: str, device: int, arrays: tuple, extra=None) -> tuple:
+    parts = [layout, device, extra]
+    for x in arrays:
+        if x is None:
+            parts.append(None)
+        else:
+            d = x.data
+            parts += (x.shape, x.strides, x.dtype, d.ptr & 15, d.device_id)
+    return tuple(parts)
+
+
+def _device_arrays(names: tuple, arrays: tuple) -> tuple:
+    """Every argument as a cupy.ndarray (foreign device arrays are taken zero-copy)."""
+    return tuple(x if (x is None or type(x) is _ND) else as_device_array(x, name) for name, x in zip(names, arrays))
+
+
 def _stream_ptr(stream) -> int:
     if stream is None:
-        return cupy.cuda.get_current_stream().ptr
+        return _current_stream().ptr
     ptr = getattr(stream, "ptr", None)
     if isinstance(ptr, int):
         return ptr
@@ -31,24 +69,36 @@ def _stream_ptr(stream) -> int:
                     f"handle int; got {type(stream).__name__}")
 
 
-def _fp8(x):
-    return x.view(cupy.uint8) if x.dtype == np.int8 else x
+def _prepare(key: tuple, layout: str, device: int, plan_m: int, rows: int, n: int, k: int, groups: int,
+             kind: str, a, b, out, out_shape: tuple) -> _Prepared:
+    runtime.require_hopper(device)
+    launcher = None
+    if rows:
+        plan = choose(layout, plan_m, n, k, groups, runtime.get_num_sms(device))
+        d_ld = out.strides[-2] // 2 if out is not None else n
+        base = a.data.ptr  # a valid, 16-byte aligned address for the first encode; each launch sets the real ones
+        launcher = runtime.get_launcher(plan.config, device, plan.grid, rows, a.strides[-2], b.strides[-2],
+                                        get_tma_aligned_size(rows, 4), d_ld, (base, base, base, base))
+    prep = _Prepared(launcher, out_shape, kind == "rowmajor")
+    if len(_prepared) >= _MAX_PREPARED:
+        _prepared.clear()
+    _prepared[key] = prep
+    return prep
 
 
-def _prepare(arrays: dict, device: int):
-    """Device arrays and their descriptions, in the order given."""
-    arrs = {name: (None if x is None else as_device_array(x, name)) for name, x in arrays.items()}
-    infos = {name: (None if x is None else describe(x)) for name, x in arrs.items()}
-    return arrs, infos
+def _run(prep: _Prepared, a, a_scale, b, b_scale, out, layout_ptr: int, stream):
+    if out is None:
+        out = cupy.empty(prep.out_shape, dtype=BF16)
+    if prep.launcher is None:
+        return out
+    if prep.convert_a_scale:
+        a_scale = get_col_major_tma_aligned_tensor(a_scale)
+    prep.launcher.launch(a.data.ptr, b.data.ptr, a_scale.data.ptr, out.data.ptr, b_scale.data.ptr, layout_ptr,
+                         _stream_ptr(stream))
+    return out
 
 
-def _launch(layout: str, plan_m: int, rows: int, n: int, k: int, groups: int, device: int, a, sa, sa_ld: int,
-            b, b_ld: int, sb, out, d_ld: int, layout_ptr: int, stream) -> None:
-    plan = choose(layout, plan_m, n, k, groups, runtime.get_num_sms(device))
-    launcher = runtime.get_launcher(plan.config, device, plan.grid, rows, a.strides[-2], b_ld, sa_ld, d_ld,
-                                    (a.data.ptr, b.data.ptr, sa.data.ptr, out.data.ptr))
-    launcher.launch(a.data.ptr, b.data.ptr, sa.data.ptr, out.data.ptr, sb.data.ptr, layout_ptr,
-                    _stream_ptr(stream))
+_DENSE_NAMES = ("a", "a_scale", "b", "b_scale", "out")
 
 
 def matmul(a, a_scale, b, b_scale, *, out=None, stream=None):
@@ -57,22 +107,20 @@ def matmul(a, a_scale, b, b_scale, *, out=None, stream=None):
     a: uint8 [M, K] (e4m3 bits); a_scale: float32 [M, ceil(K/128)], row-major or M-major TMA-aligned
     (see get_col_major_tma_aligned_tensor: that layout is taken without a copy); b: uint8 [N, K];
     b_scale: float32 [ceil(N/128), ceil(K/128)]. Returns `out` (allocated if None)."""
-    device = cupy.cuda.runtime.getDevice()
-    arrs, infos = _prepare({"a": a, "a_scale": a_scale, "b": b, "b_scale": b_scale, "out": out}, device)
-    m, n, k, kind = check_dense(infos["a"], infos["a_scale"], infos["b"], infos["b_scale"], infos["out"], device)
-    runtime.require_hopper(device)
-    a, sa, b, sb, out = (arrs[x] for x in ("a", "a_scale", "b", "b_scale", "out"))
-    if out is None:
-        out = cupy.empty((m, n), dtype=BF16)
-    if m == 0:
-        return out
-    if kind == "rowmajor":
-        sa = get_col_major_tma_aligned_tensor(sa)
-    kb = -(-k // 128)
-    sa_ld = sa.strides[1] // 4 if kb > 1 else -(-m // 4) * 4
-    _launch("normal", m, m, n, k, 1, device, _fp8(a), sa, sa_ld, _fp8(b), b.strides[0], sb, out,
-            out.strides[0] // 2, 0, stream)
-    return out
+    arrays = (a, a_scale, b, b_scale, out)
+    if not all(x is None or type(x) is _ND for x in arrays):
+        arrays = _device_arrays(_DENSE_NAMES, arrays)
+    device = _get_device()
+    key = _key("normal", device, arrays)
+    prep = _prepared.get(key)
+    if prep is None:
+        infos = [None if x is None else describe(x, name) for name, x in zip(_DENSE_NAMES, arrays)]
+        m, n, k, kind = check_dense(*infos, device)
+        prep = _prepare(key, "normal", device, m, m, n, k, 1, kind, arrays[0], arrays[2], arrays[4], (m, n))
+    return _run(prep, *arrays, 0, stream)
+
+
+_CONTIGUOUS_NAMES = ("a", "a_scale", "b", "b_scale", "m_indices", "out")
 
 
 def m_grouped_matmul_contiguous(a, a_scale, b, b_scale, m_indices, *, out=None, stream=None):
@@ -82,24 +130,20 @@ def m_grouped_matmul_contiguous(a, a_scale, b, b_scale, m_indices, *, out=None, 
     m_indices: int32 [sum M], -1 on padding rows (those rows of D come out as zeros). Each expert's
     segment starts at a multiple of get_m_alignment_for_contiguous_layout(); the expert of a
     128-row block is read from its first row."""
-    device = cupy.cuda.runtime.getDevice()
-    arrs, infos = _prepare({"a": a, "a_scale": a_scale, "b": b, "b_scale": b_scale, "m_indices": m_indices,
-                            "out": out}, device)
-    m, n, k, groups, kind = check_contiguous(infos["a"], infos["a_scale"], infos["b"], infos["b_scale"],
-                                             infos["m_indices"], infos["out"], device)
-    runtime.require_hopper(device)
-    a, sa, b, sb, idx, out = (arrs[x] for x in ("a", "a_scale", "b", "b_scale", "m_indices", "out"))
-    if out is None:
-        out = cupy.empty((m, n), dtype=BF16)
-    if m == 0:
-        return out
-    if kind == "rowmajor":
-        sa = get_col_major_tma_aligned_tensor(sa)
-    kb = -(-k // 128)
-    sa_ld = sa.strides[1] // 4 if kb > 1 else -(-m // 4) * 4
-    _launch("contiguous", m, m, n, k, groups, device, _fp8(a), sa, sa_ld, _fp8(b), b.strides[1], sb, out,
-            out.strides[0] // 2, idx.data.ptr, stream)
-    return out
+    arrays = _device_arrays(_CONTIGUOUS_NAMES, (a, a_scale, b, b_scale, m_indices, out))
+    device = _get_device()
+    key = _key("contiguous", device, arrays)
+    prep = _prepared.get(key)
+    if prep is None:
+        infos = [None if x is None else describe(x, name) for name, x in zip(_CONTIGUOUS_NAMES, arrays)]
+        m, n, k, groups, kind = check_contiguous(*infos, device)
+        prep = _prepare(key, "contiguous", device, m, m, n, k, groups, kind, arrays[0], arrays[2], arrays[5],
+                        (m, n))
+    a, a_scale, b, b_scale, m_indices, out = arrays
+    return _run(prep, a, a_scale, b, b_scale, out, m_indices.data.ptr, stream)
+
+
+_MASKED_NAMES = ("a", "a_scale", "b", "b_scale", "masked_m", "out")
 
 
 def m_grouped_matmul_masked(a, a_scale, b, b_scale, masked_m, expected_m, *, out=None, stream=None):
@@ -109,21 +153,16 @@ def m_grouped_matmul_masked(a, a_scale, b, b_scale, masked_m, expected_m, *, out
     masked_m: int32 [G] on the device (read only by the kernel: CUDA-graph safe); expected_m: a host
     hint of the typical rows per group, used only to choose the configuration. Rows of D at or past
     masked_m[g] are not written."""
-    device = cupy.cuda.runtime.getDevice()
-    arrs, infos = _prepare({"a": a, "a_scale": a_scale, "b": b, "b_scale": b_scale, "masked_m": masked_m,
-                            "out": out}, device)
-    max_m, n, k, groups, kind = check_masked(infos["a"], infos["a_scale"], infos["b"], infos["b_scale"],
-                                             infos["masked_m"], expected_m, infos["out"], device)
-    runtime.require_hopper(device)
-    a, sa, b, sb, mm, out = (arrs[x] for x in ("a", "a_scale", "b", "b_scale", "masked_m", "out"))
-    if out is None:
-        out = cupy.empty((groups, max_m, n), dtype=BF16)
-    if max_m == 0:
-        return out
-    if kind == "rowmajor":
-        sa = get_col_major_tma_aligned_tensor(sa)
-    kb = -(-k // 128)
-    sa_ld = sa.strides[0] // 4 // kb
-    _launch("masked", min(expected_m, max_m), max_m, n, k, groups, device, _fp8(a), sa, sa_ld, _fp8(b),
-            b.strides[1], sb, out, out.strides[1] // 2, mm.data.ptr, stream)
-    return out
+    arrays = _device_arrays(_MASKED_NAMES, (a, a_scale, b, b_scale, masked_m, out))
+    if type(expected_m) is not int:
+        expected_m = check_expected_m(expected_m)
+    device = _get_device()
+    key = _key("masked", device, arrays, expected_m)
+    prep = _prepared.get(key)
+    if prep is None:
+        infos = [None if x is None else describe(x, name) for name, x in zip(_MASKED_NAMES, arrays)]
+        max_m, n, k, groups, kind = check_masked(*infos[:5], expected_m, infos[5], device)
+        prep = _prepare(key, "masked", device, min(expected_m, max_m) or 1, max_m, n, k, groups, kind,
+                        arrays[0], arrays[2], arrays[5], (groups, max_m, n))
+    a, a_scale, b, b_scale, masked_m, out = arrays
+    return _run(prep, a, a_scale, b, b_scale, out, masked_m.data.ptr, stream)

@@ -15,6 +15,7 @@ from . import kernels
 from .heuristics import KernelConfig
 
 _SUCCESS = cu.CUresult.CUDA_SUCCESS
+_ERROR_INVALID_CONTEXT = int(cu.CUresult.CUDA_ERROR_INVALID_CONTEXT)
 
 
 class CudaError(RuntimeError):
@@ -73,13 +74,13 @@ _tls = threading.local()
 _driver_ready = False
 
 
-def _ensure_context(device: int) -> None:
+def _ensure_context(device: int, force: bool = False) -> None:
     """Make sure the device's primary context (the one CuPy uses) is current on this thread."""
     global _driver_ready
     ready = getattr(_tls, "devices", None)
     if ready is None:
         ready = _tls.devices = set()
-    if device in ready:
+    if device in ready and not force:
         return
     if not _driver_ready:
         _check(cu.cuInit(0), "cuInit")
@@ -119,6 +120,31 @@ def get_kernel(cfg: KernelConfig, device: int) -> LoadedKernel:
     return kern
 
 
+# ----------------------------------------------------------------------------- the hot path
+# The two driver calls made on every launch go through ctypes with fixed argument types: about 1 µs
+# each, against several µs for cuda.bindings' general argument conversion.
+_libcuda = None
+
+
+def _libcuda_functions():
+    global _libcuda
+    if _libcuda is None:
+        lib = ctypes.CDLL("libcuda.so.1")
+        vp, u32 = ctypes.c_void_p, ctypes.c_uint
+        lib.cuLaunchKernel.argtypes = [vp, u32, u32, u32, u32, u32, u32, u32, vp, vp, vp]
+        lib.cuLaunchKernel.restype = ctypes.c_int
+        lib.cuTensorMapReplaceAddress.argtypes = [vp, vp]
+        lib.cuTensorMapReplaceAddress.restype = ctypes.c_int
+        _libcuda = {"cuLaunchKernel": lib.cuLaunchKernel, "cuTensorMapReplaceAddress": lib.cuTensorMapReplaceAddress}
+    return _libcuda
+
+
+def _raise_driver_error(name: str, err: int) -> None:
+    code = cu.CUresult(err)
+    _, msg = cu.cuGetErrorString(code)
+    raise CudaError(f"{name} failed: {code.name}: {msg.decode() if msg else ''}")
+
+
 # ----------------------------------------------------------------------------- tensor maps
 _DT = cu.CUtensorMapDataType
 _SW = cu.CUtensorMapSwizzle
@@ -136,6 +162,11 @@ def encode_2d(dtype, ptr: int, inner: int, outer: int, row_stride_bytes: int, bo
         cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
         f"cuTensorMapEncodeTiled(dims=({inner}, {outer}), stride={row_stride_bytes}, box=({box_inner}, {box_outer}))")
+
+
+def cfg_str(cfg: KernelConfig) -> str:
+    return (f"{cfg.layout} N={cfg.n} K={cfg.k} G={cfg.num_groups} block {cfg.block_m}x{cfg.block_n}, "
+            f"{cfg.stages} stages")
 
 
 class GemmLauncher:
@@ -176,26 +207,35 @@ class GemmLauncher:
             ctypes.addressof(self._sb), ctypes.addressof(self._layout), ctypes.addressof(self._d),
             ctypes.addressof(self._ldd), ctypes.addressof(self._m))
         self._argv_addr = ctypes.addressof(self._argv)
-        self._streams: dict[int, cu.CUstream] = {}
+        self._map_addrs = [int(m.getPtr()) for m in self.maps]
+        self._function = int(kern.function)
+        self._threads = cfg.threads
+        self._smem = cfg.smem_bytes
+        self._lock = threading.Lock()
+        fns = _libcuda_functions()
+        self._cu_launch, self._cu_replace = fns["cuLaunchKernel"], fns["cuTensorMapReplaceAddress"]
 
     def launch(self, a_ptr: int, b_ptr: int, sa_ptr: int, d_ptr: int, sb_ptr: int, layout_ptr: int,
                stream_ptr: int) -> None:
-        ptrs = self.ptrs
-        for i, p in enumerate((a_ptr, b_ptr, sa_ptr, d_ptr)):
-            if ptrs[i] != p:
-                _check(cu.cuTensorMapReplaceAddress(self.maps[i], p), "cuTensorMapReplaceAddress")
-                ptrs[i] = p
-        self._sb.value = sb_ptr
-        self._layout.value = layout_ptr
-        self._d.value = d_ptr
-        stream = self._streams.get(stream_ptr)
-        if stream is None:
-            stream = self._streams[stream_ptr] = cu.CUstream(stream_ptr)
-        cfg = self.kernel.config
-        err = cu.cuLaunchKernel(self.kernel.function, self.grid, 1, 1, cfg.threads, 1, 1, cfg.smem_bytes, stream,
-                                self._argv_addr, 0)[0]
-        if err != _SUCCESS:
-            _check((err,), f"cuLaunchKernel({kernels.KERNEL_NAME}, {cfg})")
+        with self._lock:
+            ptrs = self.ptrs
+            for i, p in enumerate((a_ptr, b_ptr, sa_ptr, d_ptr)):
+                if ptrs[i] != p:
+                    err = self._cu_replace(self._map_addrs[i], p)
+                    if err:
+                        _raise_driver_error("cuTensorMapReplaceAddress", err)
+                    ptrs[i] = p
+            self._sb.value = sb_ptr
+            self._layout.value = layout_ptr
+            self._d.value = d_ptr
+            err = self._cu_launch(self._function, self.grid, 1, 1, self._threads, 1, 1, self._smem, stream_ptr,
+                                  self._argv_addr, None)
+            if err == _ERROR_INVALID_CONTEXT:  # first launch from a thread where CuPy made no context current
+                _ensure_context(self.kernel.device, force=True)
+                err = self._cu_launch(self._function, self.grid, 1, 1, self._threads, 1, 1, self._smem,
+                                      stream_ptr, self._argv_addr, None)
+        if err:
+            _raise_driver_error(f"cuLaunchKernel({kernels.KERNEL_NAME}, {cfg_str(self.kernel.config)})", err)
 
 
 _launchers: dict[tuple, GemmLauncher] = {}

@@ -44,7 +44,7 @@ def compiled():
 def test_config_compiles_with_expected_sass(cfg, compiled):
     cubin = compiled[cfg]
     text = sass.disassemble(cubin)
-    ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", text)
+    ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)", text)
     names = {op.split(".")[0] for op in ops}
     assert any(op.startswith("QGMMA.64x%dx32.F32.E4M3.E4M3" % cfg.block_n) for op in ops), "no FP8 wgmma"
     assert "USETMAXREG" in names, "setmaxnreg missing"

@@ -1,0 +1,157 @@
+"""FP8 (e4m3) quantizers, DeepSeek-V3 recipe.
+
+* per token: one scale per 1x128 tile along K (activations, the A operand);
+* per block: one scale per 128x128 tile (weights, the B operand).
+
+For each tile: amax = max |x| in float32, clamped to >= 1e-4; q = e4m3(x * (448 / amax)) rounded to
+nearest even and saturated to +-448 (finite input never gives NaN); scale = amax / 448, so x ~ q * scale.
+Partial tiles (K or N not a multiple of 128) use only their real elements.
+
+The GPU versions (CuPy, kernels in ``cuda_src/quantize.cu``) are bitwise equal to the NumPy ones,
+which serve as the reference.
+"""
+from __future__ import annotations
+
+import threading
+
+import cupy
+import ml_dtypes
+import numpy as np
+
+from . import jit
+
+FP8_MAX = 448.0
+AMAX_FLOOR = 1e-4
+TILE = 128
+
+_E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
+_IN_KIND = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(ml_dtypes.bfloat16): 2}
+# Keep every float operation IEEE-rounded and in the order written, like NumPy.
+NVRTC_OPTIONS = ("--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true")
+
+_kernel_cache: dict = {}
+_kernel_lock = threading.Lock()
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _kernel(name: str):
+    """The RawKernel ``name`` from cuda_src/quantize.cu (CuPy compiles and loads it per device)."""
+    kernel = _kernel_cache.get(name)
+    if kernel is None:
+        with _kernel_lock:
+            kernel = _kernel_cache.get(name)
+            if kernel is None:
+                source = (jit.source_dir() / "quantize.cu").read_text()
+                kernel = _kernel_cache[name] = cupy.RawKernel(source, name, options=NVRTC_OPTIONS)
+    return kernel
+
+
+def _input(x, name: str):
+    """x as a cupy array, its input-kind code and its device id."""
+    from .validation import as_device_array
+
+    x = as_device_array(x, name)
+    kind = _IN_KIND.get(x.dtype)
+    if kind is None:
+        raise TypeError(f"{name} must have dtype float32, float16 or bfloat16; got {x.dtype}")
+    if x.ndim not in (2, 3):
+        raise ValueError(f"{name} must be 2-D or 3-D [G, ...]; got shape {x.shape}")
+    return x, kind, x.data.device_id
+
+
+# --------------------------------------------------------------------------- GPU (CuPy)
+def per_token_cast_to_fp8(x):
+    """x: float32/float16/bfloat16 [M, K] (or [G, M, K]) on the GPU ->
+    (q uint8 [M, K] e4m3 bits, scale float32 [M, ceil(K/128)] row-major), same leading dims."""
+    x, kind, device = _input(x, "x")
+    with cupy.cuda.Device(device):
+        x = cupy.ascontiguousarray(x)
+        k = x.shape[-1]
+        kb = _ceil_div(k, TILE)
+        rows = x.size // k if k else 0
+        q = cupy.empty(x.shape, dtype=cupy.uint8)
+        scale = cupy.empty(x.shape[:-1] + (kb,), dtype=cupy.float32)
+        tiles = rows * kb
+        if tiles:
+            warps_per_block = 8
+            grid = min(_ceil_div(tiles, warps_per_block), 1 << 16)
+            _kernel("per_token_cast_to_fp8")(
+                (grid,), (32 * warps_per_block,),
+                (x, np.int32(kind), q, scale, np.int64(rows), np.int32(k), np.int32(kb)))
+    return q, scale
+
+
+def per_block_cast_to_fp8(w):
+    """w: float32/float16/bfloat16 [N, K] (or [G, N, K]) on the GPU ->
+    (q uint8 [N, K] e4m3 bits, scale float32 [ceil(N/128), ceil(K/128)]), same leading dims."""
+    w, kind, device = _input(w, "w")
+    with cupy.cuda.Device(device):
+        w = cupy.ascontiguousarray(w)
+        groups = w.shape[0] if w.ndim == 3 else 1
+        n, k = w.shape[-2:]
+        nb, kb = _ceil_div(n, TILE), _ceil_div(k, TILE)
+        if nb > 65535 or groups > 65535:  # grid y and z limits
+            raise ValueError(f"w has shape {w.shape}; at most 65535 groups and ceil(N/128) <= 65535 are supported")
+        q = cupy.empty(w.shape, dtype=cupy.uint8)
+        scale = cupy.empty(w.shape[:-2] + (nb, kb), dtype=cupy.float32)
+        if groups and nb and kb:
+            _kernel("per_block_cast_to_fp8")(
+                (kb, nb, groups), (256,), (w, np.int32(kind), q, scale, np.int32(n), np.int32(k)))
+    return q, scale
+
+
+# --------------------------------------------------------------------------- NumPy references
+def _host_float32(x, name: str) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype not in _IN_KIND:
+        raise TypeError(f"{name} must have dtype float32, float16 or bfloat16; got {x.dtype}")
+    return x.astype(np.float32)
+
+
+def _saturate_to_e4m3(y: np.ndarray) -> np.ndarray:
+    # ml_dtypes maps values past the last finite e4m3 (464 and up) to NaN: clip first.
+    return np.clip(y, -FP8_MAX, FP8_MAX).astype(_E4M3).view(np.uint8)
+
+
+def _quantize_tiles(x: np.ndarray, tile_rows: int) -> tuple:
+    """x float32 [..., R, C] in tiles of tile_rows x 128 ->
+    (q bits [..., R, C], scale [..., ceil(R/tile_rows), ceil(C/128)])."""
+    *lead, r, c = x.shape
+    rb, cb = _ceil_div(r, tile_rows), _ceil_div(c, TILE)
+    padded = np.zeros((*lead, rb * tile_rows, cb * TILE), dtype=np.float32)
+    padded[..., :r, :c] = x
+    tiles = padded.reshape(*lead, rb, tile_rows, cb, TILE)
+    amax = np.abs(tiles).max(axis=(-3, -1), initial=np.float32(0))
+    amax = np.maximum(amax, np.float32(AMAX_FLOOR))
+    inv = np.float32(FP8_MAX) / amax
+    y = tiles * inv[..., :, None, :, None]
+    q = _saturate_to_e4m3(y).reshape(padded.shape)[..., :r, :c]
+    scale = amax / np.float32(FP8_MAX)
+    return np.ascontiguousarray(q), scale.astype(np.float32)
+
+
+def per_token_cast_to_fp8_numpy(x) -> tuple:
+    """NumPy reference of ``per_token_cast_to_fp8`` (float32/float16/bfloat16 [..., M, K])."""
+    x = _host_float32(x, "x")
+    if x.ndim < 2:
+        raise ValueError(f"x must be at least 2-D [M, K]; got shape {x.shape}")
+    return _quantize_tiles(x, 1)
+
+
+def per_block_cast_to_fp8_numpy(w) -> tuple:
+    """NumPy reference of ``per_block_cast_to_fp8`` (float32/float16/bfloat16 [..., N, K])."""
+    w = _host_float32(w, "w")
+    if w.ndim < 2:
+        raise ValueError(f"w must be at least 2-D [N, K]; got shape {w.shape}")
+    return _quantize_tiles(w, TILE)
+
+
+def fp8_e4m3_to_float(q) -> np.ndarray:
+    """Decode e4m3 bits (uint8 or int8, host) to float32."""
+    q = np.asarray(q)
+    if q.dtype not in (np.dtype(np.uint8), np.dtype(np.int8)):
+        raise TypeError(f"q must have dtype uint8 or int8 (e4m3 bits); got {q.dtype}")
+    return np.ascontiguousarray(q).view(np.uint8).view(_E4M3).astype(np.float32)

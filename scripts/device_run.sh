@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# One call on the lent GPU machine: smoke check, GPU test tier, tuning sweep, benchmark.
+#   STEPS="smoke tests tune bench" bash scripts/device_run.sh      (results and logs under $OUT)
+set -u
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD CUGEMM8_CACHE_DIR=${CUGEMM8_CACHE_DIR:-/tmp/cugemm8-cache}
+OUT=${OUT:-/tmp/cugemm8-out}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu,driver_version \
+    --format=csv >"$OUT/nvidia-smi.txt" 2>&1
+for step in ${STEPS:-smoke tests bench}; do
+    echo "=== $step"
+    case $step in
+    smoke) timeout 240 python3 scripts/smoke.py 2>&1 | tee "$OUT/smoke.log" ;;
+    tests) timeout ${TEST_TIMEOUT:-420} python3 -m pytest -q -m gpu -p no:cacheprovider tests ${PYTEST_ARGS:-} \
+               2>&1 | tee "$OUT/tests.log" | tail -40 ;;
+    tune) timeout ${TUNE_TIMEOUT:-300} python3 scripts/tune.py --out "$OUT/tune.json" ${TUNE_ARGS:-} 2>&1 \
+               | tee "$OUT/tune.log" ;;
+    bench) timeout ${BENCH_TIMEOUT:-420} python3 -m cugemm8 bench --out "$OUT" ${BENCH_ARGS:-} 2>&1 \
+               | tee "$OUT/bench.log" | tail -70 ;;
+    esac
+done

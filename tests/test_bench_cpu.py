@@ -1,0 +1,142 @@
+"""CPU tier for the benchmark module: shape tables, FLOP/byte formulas, argument parsing. No GPU, no torch."""
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cugemm8 import bench
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_dense_table_is_the_18_deepgemm_shapes():
+    nk = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]
+    expected = {("normal", 1, m, n, k) for m, (n, k) in itertools.product((64, 128, 4096), nk)}
+    got = [(s.kind, s.groups, s.m, s.n, s.k) for s in bench.DENSE_SHAPES]
+    assert len(got) == 18 and set(got) == expected
+
+
+def test_grouped_tables():
+    assert [(s.groups, s.m, s.n, s.k) for s in bench.CONTIGUOUS_SHAPES] == [
+        (4, 8192, 4096, 7168), (4, 8192, 7168, 2048), (8, 4096, 4096, 7168), (8, 4096, 7168, 2048)]
+    assert {s.kind for s in bench.CONTIGUOUS_SHAPES} == {"contiguous"}
+    masked = {(s.groups, s.m, s.n, s.k) for s in bench.MASKED_SHAPES}
+    assert len(bench.MASKED_SHAPES) == 6 and masked == {
+        (g, e, n, k) for g, e in ((1, 1024), (2, 512), (4, 256)) for n, k in ((4096, 7168), (7168, 2048))}
+    assert {s.kind for s in bench.MASKED_SHAPES} == {"masked"}
+
+
+def test_quick_shapes_come_from_the_tables():
+    for section, table in (("dense", bench.DENSE_SHAPES), ("contiguous", bench.CONTIGUOUS_SHAPES),
+                           ("masked", bench.MASKED_SHAPES)):
+        assert bench.shapes_for(section, quick=False) == table
+        quick = bench.shapes_for(section, quick=True)
+        assert 0 < len(quick) < len(table) or len(table) == 1
+        assert set(quick) <= set(table)
+
+
+def test_every_table_shape_has_a_deepgemm_anchor():
+    shapes = bench.DENSE_SHAPES + bench.CONTIGUOUS_SHAPES + bench.MASKED_SHAPES
+    assert set(bench.DEEPGEMM_H200_TFLOPS) == set(shapes)
+    # spot checks against the anchor file (DeepGEMM TFLOPS on the H200)
+    assert bench.DEEPGEMM_H200_TFLOPS[bench.Shape("normal", 1, 64, 2112, 7168)] == pytest.approx(142.65, abs=0.1)
+    assert bench.DEEPGEMM_H200_TFLOPS[bench.Shape("normal", 1, 4096, 7168, 16384)] == pytest.approx(1449.5, abs=0.1)
+    assert bench.DEEPGEMM_H200_TFLOPS[bench.Shape("masked", 4, 256, 7168, 2048)] == pytest.approx(623.85, abs=0.1)
+
+
+def test_flop_and_byte_formulas_hand_computed():
+    # dense M=64, N=2112, K=7168: MK + NK + 2MN = 458752 + 15138816 + 270336
+    assert bench.gemm_flops(64, 2112, 7168) == 2 * 64 * 2112 * 7168 == 1_937_768_448
+    assert bench.gemm_bytes(64, 2112, 7168) == 15_867_904
+    # the anchor's DeepGEMM time for that shape (13.584 µs) gives its quoted 143 TFLOPS and 1168 GB/s
+    t = 1.3584000058472156e-05
+    assert bench.gemm_flops(64, 2112, 7168) / t * 1e-12 == pytest.approx(142.65, abs=0.01)
+    assert bench.gemm_bytes(64, 2112, 7168) / t * 1e-9 == pytest.approx(1168.1, abs=0.1)
+    # grouped: 3 valid rows, 2 groups of N=4, K=5 -> 3*5 + 2*4*5 + 2*3*4
+    assert bench.gemm_flops(3, 4, 5) == 120
+    assert bench.gemm_bytes(3, 4, 5, groups=2) == 15 + 40 + 24
+
+
+def test_masked_m_draw_is_fixed_and_in_range():
+    for g, e in ((1, 1024), (2, 512), (4, 256)):
+        m = bench.draw_masked_m(g, e)
+        assert m.dtype == np.int32 and m.shape == (g,)
+        assert np.all(m >= int(0.7 * e)) and np.all(m <= int(1.3 * e)) and np.all(m <= bench.MASKED_MAX_M)
+        assert np.array_equal(m, bench.draw_masked_m(g, e))
+
+
+def test_contiguous_m_indices_pad_each_expert():
+    idx, seg = bench.contiguous_m_indices(3, 100, 128)
+    assert seg == 128 and idx.dtype == np.int32 and idx.shape == (384,)
+    for g in range(3):
+        assert np.all(idx[g * 128:g * 128 + 100] == g) and np.all(idx[g * 128 + 100:(g + 1) * 128] == -1)
+    idx, seg = bench.contiguous_m_indices(2, 256, 128)
+    assert seg == 256 and np.array_equal(idx, np.repeat(np.arange(2, dtype=np.int32), 256))
+
+
+def test_ratios_geomean_slug():
+    assert bench.geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert bench.geomean([None, 4.0, float("nan")]) == pytest.approx(4.0)
+    assert bench.geomean([]) is None
+    assert bench.ratio(3.0, 2.0) == 1.5 and bench.ratio(None, 2.0) is None and bench.ratio(1.0, None) is None
+    assert bench.slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+
+
+def test_table_summary_on_synthetic_rows():
+    def row(m, t_cg, t_bw, status="ok"):
+        shape = bench.Shape("normal", 1, m, 2112, 7168)
+        entries = {"cugemm8": {"status": status, "median_s": t_cg, "tflops": 1.0},
+                   "cublaslt_blockwise": {"status": "ok", "median_s": t_bw}}
+        return bench.finish_row(bench.base_row(shape), entries)
+
+    rows = [row(64, 1.0, 2.0), row(128, 1.0, 0.5), row(4096, 1.0, 9.0, status="wrong")]
+    s = bench.table_summary(rows)
+    assert s["geomean_blockwise_over_cugemm8"] == pytest.approx(1.0)
+    assert s["min_blockwise_over_cugemm8"] == 0.5 and s["min_blockwise_shape"] == "128x2112x7168"
+    assert s["rows_compared"] == 2 and s["cugemm8_not_ok"] == ["4096x2112x7168"]
+
+
+def test_parse_args_defaults_and_options():
+    a = bench.parse_args([])
+    assert a.sections == list(bench.SECTIONS) and a.reps == 30 and a.out == "bench/results/"
+    assert not a.no_peers and not a.quick
+    a = bench.parse_args(["--only", "jit", "--only", "dense", "--reps", "40", "--out", "x", "--no-peers", "--quick"])
+    assert a.sections == ["dense", "jit"] and a.reps == 40 and a.out == "x" and a.no_peers and a.quick
+
+
+def test_parse_args_rejects_bad_input(capsys):
+    for argv in (["--only", "nope"], ["--reps", "0"], ["--frobnicate"]):
+        with pytest.raises(SystemExit) as exc:
+            bench.parse_args(argv)
+        assert exc.value.code == 2
+
+
+def test_help_runs_without_gpu_or_torch():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH")))))
+    proc = subprocess.run([sys.executable, "-m", "cugemm8.bench", "--help"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    for option in ("--only", "--out", "--reps", "--no-peers", "--quick"):
+        assert option in proc.stdout
+    code = "import sys, cugemm8.bench; print('torch' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr
+
+
+def test_gpu_helpers_match_the_reference_on_numpy():
+    """calc_diff_gpu and bf16_to_f32 take the array module as an argument: NumPy stands in for CuPy."""
+    import ml_dtypes
+
+    from cugemm8.reference import calc_diff
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((37, 53)).astype(np.float32)
+    y = (x + 0.01 * rng.standard_normal(x.shape)).astype(np.float32)
+    pairs = [(x[:20], y[:20]), (x[20:], y[20:])]
+    assert bench.calc_diff_gpu(np, pairs) == pytest.approx(calc_diff(x, y), rel=1e-9, abs=1e-15)
+    b = x.astype(ml_dtypes.bfloat16)
+    assert np.array_equal(bench.bf16_to_f32(np, b), b.astype(np.float32))

@@ -1,0 +1,700 @@
+"""CPU tier: argument checks (pure functions over ArrayInfo) and the A-scale layout rule."""
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cugemm8 import validation
+from cugemm8.layout import get_tma_aligned_size, is_tma_aligned
+from cugemm8.validation import ArrayInfo, as_device_array, check_contiguous, check_dense, check_masked
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+BASE = 0x7F00_0000_0000  # a 16-byte aligned address
+SETTINGS = settings(max_examples=60, deadline=None)
+
+
+def c_strides(shape):
+    out, step = [], 1
+    for extent in reversed(shape):
+        out.append(step)
+        step *= extent
+    return tuple(reversed(out))
+
+
+def info(shape, dtype, strides=None, ptr=BASE, device=0):
+    shape = tuple(shape)
+    return ArrayInfo(shape, tuple(strides) if strides is not None else c_strides(shape), np.dtype(dtype), ptr, device)
+
+
+def kblocks(x):
+    return -(-x // 128)
+
+
+def a_scale_info(m, kb, kind, groups=None):
+    shape = (m, kb) if groups is None else (groups, m, kb)
+    if kind == "rowmajor":
+        return info(shape, np.float32)
+    am = get_tma_aligned_size(m, 4)
+    strides = (1, am) if groups is None else (am * kb, 1, am)
+    return info(shape, np.float32, strides)
+
+
+def dense_case(m, n, k, kind="aligned", with_out=True, pad_a=0, pad_b=0, pad_out=0, fp8=np.uint8):
+    kb = kblocks(k)
+    return dict(
+        a=info((m, k), fp8, (k + pad_a, 1)),
+        a_scale=a_scale_info(m, kb, kind),
+        b=info((n, k), fp8, (k + pad_b, 1)),
+        b_scale=info((kblocks(n), kb), np.float32),
+        out=info((m, n), BF16, (n + pad_out, 1)) if with_out else None,
+    )
+
+
+def contiguous_case(m, n, k, groups, kind="aligned", with_out=True):
+    kb = kblocks(k)
+    return dict(
+        a=info((m, k), np.uint8),
+        a_scale=a_scale_info(m, kb, kind),
+        b=info((groups, n, k), np.uint8),
+        b_scale=info((groups, kblocks(n), kb), np.float32),
+        m_indices=info((m,), np.int32),
+        out=info((m, n), BF16) if with_out else None,
+    )
+
+
+def masked_case(groups, max_m, n, k, kind="aligned", with_out=True):
+    kb = kblocks(k)
+    return dict(
+        a=info((groups, max_m, k), np.uint8),
+        a_scale=a_scale_info(max_m, kb, kind, groups),
+        b=info((groups, n, k), np.uint8),
+        b_scale=info((groups, kblocks(n), kb), np.float32),
+        masked_m=info((groups,), np.int32),
+        expected_m=max(1, max_m // 2),
+        out=info((groups, max_m, n), BF16) if with_out else None,
+    )
+
+
+def run_dense(case):
+    return check_dense(case["a"], case["a_scale"], case["b"], case["b_scale"], case["out"], 0)
+
+
+def run_contiguous(case):
+    return check_contiguous(case["a"], case["a_scale"], case["b"], case["b_scale"], case["m_indices"],
+                            case["out"], 0)
+
+
+def run_masked(case):
+    return check_masked(case["a"], case["a_scale"], case["b"], case["b_scale"], case["masked_m"],
+                        case["expected_m"], case["out"], 0)
+
+
+def expect(exc, name, fn, case, *fragments):
+    with pytest.raises(exc) as caught:
+        fn(case)
+    msg = str(caught.value)
+    assert msg.startswith(name + " "), msg
+    for fragment in fragments:
+        assert fragment in msg, msg
+    return msg
+
+
+def expected_kind(kind, m, kb, groups=None):
+    """A row-major array can also be in the kernel's layout (KB == 1, empty, ...): then it is "aligned"."""
+    if kind == "aligned":
+        return kind
+    shape = (m, kb) if groups is None else (groups, m, kb)
+    am = get_tma_aligned_size(m, 4)
+    aligned = (1, am) if groups is None else (am * kb, 1, am)
+    same = all(e <= 1 or s == t for e, s, t in zip(shape, c_strides(shape), aligned))
+    return "aligned" if same or 0 in shape else kind
+
+
+ms = st.integers(0, 700)
+ns = st.integers(1, 160).map(lambda x: 8 * x)
+ks = st.integers(1, 100).map(lambda x: 16 * x)
+kinds = st.sampled_from(["aligned", "rowmajor"])
+
+
+# --------------------------------------------------------------------------- valid descriptions
+@SETTINGS
+@given(m=ms, n=ns, k=ks, kind=kinds, with_out=st.booleans(), pad_a=st.integers(0, 4), pad_b=st.integers(0, 4),
+       pad_out=st.integers(0, 4), fp8=st.sampled_from([np.uint8, np.int8]))
+def test_dense_valid(m, n, k, kind, with_out, pad_a, pad_b, pad_out, fp8):
+    case = dense_case(m, n, k, kind, with_out, 16 * pad_a, 16 * pad_b, 8 * pad_out, fp8)
+    assert run_dense(case) == (m, n, k, expected_kind(kind, m, kblocks(k)))
+
+
+@SETTINGS
+@given(blocks=st.integers(0, 8), n=ns, k=ks, groups=st.integers(1, 9), kind=kinds, with_out=st.booleans())
+def test_contiguous_valid(blocks, n, k, groups, kind, with_out):
+    m = 128 * blocks
+    case = contiguous_case(m, n, k, groups, kind, with_out)
+    assert run_contiguous(case) == (m, n, k, groups, expected_kind(kind, m, kblocks(k)))
+
+
+@SETTINGS
+@given(groups=st.integers(1, 9), max_m=ms, n=ns, k=ks, kind=kinds, with_out=st.booleans())
+def test_masked_valid(groups, max_m, n, k, kind, with_out):
+    case = masked_case(groups, max_m, n, k, kind, with_out)
+    assert run_masked(case) == (max_m, n, k, groups, expected_kind(kind, max_m, kblocks(k), groups))
+
+
+def test_a_scale_kb1_any_outer_stride():
+    case = dense_case(10, 64, 128)
+    case["a_scale"] = info((10, 1), np.float32, (1, 3))
+    assert run_dense(case)[3] == "aligned"
+
+
+def test_masked_expected_m_numpy_int():
+    case = masked_case(2, 64, 64, 128)
+    case["expected_m"] = np.int64(7)
+    assert run_masked(case)[0] == 64
+
+
+# --------------------------------------------------------------------------- TypeError
+@pytest.mark.parametrize("bad", [None, True, 1.5, 3, "a", np.zeros((4, 16), np.uint8)])
+@pytest.mark.parametrize("name", ["a", "a_scale", "b", "b_scale"])
+def test_dense_not_an_array(name, bad):
+    case = dense_case(64, 64, 128)
+    case[name] = bad
+    expect(TypeError, name, run_dense, case, type(bad).__name__)
+
+
+@pytest.mark.parametrize("name, dtype", [
+    ("a", np.float16), ("a", np.float32), ("a", ml_dtypes.float8_e4m3fn), ("a_scale", np.float64),
+    ("a_scale", BF16), ("b", np.int16), ("b_scale", np.float16), ("out", np.float32), ("out", np.float16),
+])
+def test_dense_wrong_dtype(name, dtype):
+    case = dense_case(64, 64, 128)
+    old = case[name]
+    case[name] = old._replace(dtype=np.dtype(dtype))
+    expect(TypeError, name, run_dense, case, str(np.dtype(dtype)))
+
+
+@pytest.mark.parametrize("name, dtype", [("m_indices", np.int64), ("m_indices", np.uint32), ("b", np.float32)])
+def test_contiguous_wrong_dtype(name, dtype):
+    case = contiguous_case(128, 64, 128, 2)
+    case[name] = case[name]._replace(dtype=np.dtype(dtype))
+    expect(TypeError, name, run_contiguous, case, str(np.dtype(dtype)))
+
+
+@pytest.mark.parametrize("name, dtype", [("masked_m", np.int64), ("a", np.float16), ("out", np.float32)])
+def test_masked_wrong_dtype(name, dtype):
+    case = masked_case(2, 64, 64, 128)
+    case[name] = case[name]._replace(dtype=np.dtype(dtype))
+    expect(TypeError, name, run_masked, case, str(np.dtype(dtype)))
+
+
+@pytest.mark.parametrize("bad", [True, False, 1.0, None, "8", np.float32(8)])
+def test_masked_expected_m_type(bad):
+    case = masked_case(2, 64, 64, 128)
+    case["expected_m"] = bad
+    expect(TypeError, "expected_m", run_masked, case, type(bad).__name__)
+
+
+@pytest.mark.parametrize("bad", [0, -1, -128])
+def test_masked_expected_m_value(bad):
+    case = masked_case(2, 64, 64, 128)
+    case["expected_m"] = bad
+    expect(ValueError, "expected_m", run_masked, case, str(bad))
+
+
+@pytest.mark.parametrize("name", ["m_indices"])
+def test_contiguous_not_an_array(name):
+    case = contiguous_case(128, 64, 128, 2)
+    case[name] = [0] * 128
+    expect(TypeError, name, run_contiguous, case, "list")
+
+
+def test_masked_masked_m_not_an_array():
+    case = masked_case(2, 64, 64, 128)
+    case["masked_m"] = None
+    expect(TypeError, "masked_m", run_masked, case, "NoneType")
+
+
+# --------------------------------------------------------------------------- shapes and sizes (dense)
+@SETTINGS
+@given(m=st.integers(1, 300), n=ns, k=ks)
+def test_dense_shape_rules(m, n, k):
+    kb, nb = kblocks(k), kblocks(n)
+
+    case = dense_case(m, n, k)
+    case["a"] = info((m, k, 1), np.uint8)
+    expect(ValueError, "a", run_dense, case, "2-D", str((m, k, 1)))
+
+    case = dense_case(m, n, k)
+    case["b"] = info((n * k,), np.uint8)
+    expect(ValueError, "b", run_dense, case, "2-D")
+
+    case = dense_case(m, n, k)
+    case["b"] = info((n, k + 16), np.uint8)
+    expect(ValueError, "b", run_dense, case, "same K", str((n, k + 16)))
+
+    case = dense_case(m, n, k)
+    case["a_scale"] = a_scale_info(m + 1, kb, "rowmajor")
+    expect(ValueError, "a_scale", run_dense, case, str((m + 1, kb)))
+
+    case = dense_case(m, n, k)
+    case["a_scale"] = info((m, kb + 1), np.float32)
+    expect(ValueError, "a_scale", run_dense, case, str((m, kb + 1)))
+
+    case = dense_case(m, n, k)
+    case["b_scale"] = info((nb, kb, 1), np.float32)
+    expect(ValueError, "b_scale", run_dense, case, "2-D")
+
+    case = dense_case(m, n, k)
+    case["b_scale"] = info((nb + 1, kb), np.float32)
+    expect(ValueError, "b_scale", run_dense, case, str((nb + 1, kb)))
+
+    case = dense_case(m, n, k)
+    case["out"] = info((m, n + 8), BF16)
+    expect(ValueError, "out", run_dense, case, str((m, n + 8)))
+
+    case = dense_case(m, n, k)
+    case["out"] = info((m, n, 1), BF16)
+    expect(ValueError, "out", run_dense, case, "2-D")
+
+
+@pytest.mark.parametrize("n", [0, 4, 12, 100, 1001])
+def test_dense_n_rule(n):
+    case = dense_case(64, 8, 128)
+    case["b"] = info((n, 128), np.uint8)
+    case["b_scale"] = info((kblocks(n), 1), np.float32)
+    case["out"] = info((64, n), BF16)
+    expect(ValueError, "b", run_dense, case, "N must be a multiple of 8", f"N={n}")
+
+
+@pytest.mark.parametrize("k", [0, 8, 24, 130, 7170])
+def test_dense_k_rule(k):
+    case = dense_case(64, 64, 128)
+    kb = kblocks(k)
+    case["a"] = info((64, k), np.uint8, (max(k, 16) // 16 * 16 + 16, 1))
+    case["b"] = info((64, k), np.uint8, (max(k, 16) // 16 * 16 + 16, 1))
+    case["a_scale"] = info((64, kb), np.float32)
+    case["b_scale"] = info((1, kb), np.float32)
+    expect(ValueError, "a", run_dense, case, "K must be a multiple of 16", f"K={k}")
+
+
+# --------------------------------------------------------------------------- strides and alignment
+@SETTINGS
+@given(m=st.integers(1, 300), n=ns, k=ks, name=st.sampled_from(["a", "b"]))
+def test_fp8_operand_stride_rules(m, n, k, name):
+    rows = m if name == "a" else n
+
+    case = dense_case(m, n, k)
+    case[name] = info((rows, k), np.uint8, (k, 2))
+    expect(ValueError, name, run_dense, case, "stride 1", str((k, 2)))
+
+    case = dense_case(m, n, k)
+    case[name] = info((rows, k), np.uint8, (k + 8, 1))
+    expect(ValueError, name, run_dense, case, "multiple of 16 bytes", str(k + 8))
+
+    case = dense_case(m, n, k)
+    case[name] = info((rows, k), np.uint8, (k - 16, 1))
+    expect(ValueError, name, run_dense, case, "at least the row length", str(k - 16))
+
+    case = dense_case(m, n, k)
+    case[name] = info((rows, k), np.uint8, (-k, 1))
+    expect(ValueError, name, run_dense, case, "row stride", str(-k))
+
+    case = dense_case(m, n, k)
+    case[name] = case[name]._replace(ptr=BASE + 8)
+    expect(ValueError, name, run_dense, case, "16-byte aligned", hex(BASE + 8))
+
+
+@SETTINGS
+@given(m=st.integers(1, 300), n=ns, k=ks)
+def test_out_stride_rules(m, n, k):
+    case = dense_case(m, n, k)
+    case["out"] = info((m, n), BF16, (n + 4, 1))
+    expect(ValueError, "out", run_dense, case, "multiple of 16 bytes", str(2 * (n + 4)))
+
+    case = dense_case(m, n, k)
+    case["out"] = info((m, n), BF16, (n, 2))
+    expect(ValueError, "out", run_dense, case, "stride 1")
+
+    case = dense_case(m, n, k)
+    case["out"] = case["out"]._replace(ptr=BASE + 2)
+    expect(ValueError, "out", run_dense, case, "16-byte aligned")
+
+
+@SETTINGS
+@given(m=st.integers(2, 300), n=ns, k=st.integers(9, 60).map(lambda x: 16 * x))
+def test_a_scale_layout_rules(m, n, k):
+    kb = kblocks(k)
+    am = get_tma_aligned_size(m, 4)
+
+    case = dense_case(m, n, k)
+    case["a_scale"] = info((m, kb), np.float32, (2, 2 * am))     # neither layout
+    msg = expect(ValueError, "a_scale", run_dense, case, "row-major", "M-major", str((2, 2 * am)))
+    assert str((1, am)) in msg
+
+    case = dense_case(m, n, k)
+    case["a_scale"] = info((m, kb), np.float32, (1, am + 4))     # M padded too far
+    expect(ValueError, "a_scale", run_dense, case, str((1, am + 4)))
+
+    case = dense_case(m, n, k)
+    case["a_scale"] = info((m, kb), np.float32, (1, am), ptr=BASE + 4)  # aligned strides, bad base
+    expect(ValueError, "a_scale", run_dense, case, hex(BASE + 4))
+
+    case = dense_case(m, n, k, kind="rowmajor")
+    case["a_scale"] = case["a_scale"]._replace(ptr=BASE + 4)     # row-major needs no 16-byte base
+    assert run_dense(case)[3] == "rowmajor"
+
+
+@SETTINGS
+@given(m=st.integers(1, 300), n=st.integers(129, 1000).map(lambda x: 8 * x), k=st.integers(9, 60).map(lambda x: 16 * x))
+def test_b_scale_layout_rules(m, n, k):
+    nb, kb = kblocks(n), kblocks(k)
+    case = dense_case(m, n, k)
+    case["b_scale"] = info((nb, kb), np.float32, (1, nb))
+    expect(ValueError, "b_scale", run_dense, case, "C-contiguous", str((1, nb)))
+
+    case = dense_case(m, n, k)
+    case["b_scale"] = case["b_scale"]._replace(ptr=BASE + 2)
+    expect(ValueError, "b_scale", run_dense, case, "4-byte aligned")
+
+
+@pytest.mark.parametrize("name", ["a", "a_scale", "b", "b_scale", "out"])
+def test_dense_device(name):
+    case = dense_case(64, 64, 256)
+    case[name] = case[name]._replace(device=3)
+    expect(ValueError, name, run_dense, case, "device 3", "device 0")
+
+
+def test_zero_m_skips_address_checks():
+    case = dense_case(0, 64, 256)
+    for name in ("a", "a_scale", "out"):
+        case[name] = case[name]._replace(ptr=1)
+    assert run_dense(case) == (0, 64, 256, "aligned")
+
+
+# --------------------------------------------------------------------------- contiguous layout
+@SETTINGS
+@given(m=st.integers(1, 2000).filter(lambda x: x % 128), n=ns, k=ks, groups=st.integers(1, 8))
+def test_contiguous_m_alignment(m, n, k, groups):
+    case = contiguous_case(m, n, k, groups)
+    expect(ValueError, "a", run_contiguous, case, "multiple of 128", f"M={m}")
+
+
+def test_contiguous_rules():
+    case = contiguous_case(256, 64, 256, 4)
+    case["b"] = info((64, 256), np.uint8)
+    expect(ValueError, "b", run_contiguous, case, "3-D")
+
+    case = contiguous_case(256, 64, 256, 4)
+    case["b"] = info((0, 64, 256), np.uint8)
+    case["b_scale"] = info((0, 1, 2), np.float32)
+    expect(ValueError, "b", run_contiguous, case, "at least 1 group")
+
+    case = contiguous_case(256, 64, 256, 4)
+    case["b"] = info((4, 64, 256), np.uint8, (64 * 256 + 256, 256, 1))
+    expect(ValueError, "b", run_contiguous, case, "without gaps", str(64 * 256))
+
+    case = contiguous_case(256, 64, 256, 4)
+    case["b_scale"] = info((3, 1, 2), np.float32)
+    expect(ValueError, "b_scale", run_contiguous, case, str((3, 1, 2)))
+
+    case = contiguous_case(256, 256, 256, 4)
+    case["b_scale"] = info((4, 2, 2), np.float32, (4, 1, 2))
+    expect(ValueError, "b_scale", run_contiguous, case, "C-contiguous", str((4, 1, 2)))
+
+    case = contiguous_case(256, 64, 256, 4)
+    case["m_indices"] = info((128,), np.int32)
+    expect(ValueError, "m_indices", run_contiguous, case, str((128,)))
+
+    case = contiguous_case(256, 64, 256, 4)
+    case["m_indices"] = info((256,), np.int32, (2,))
+    expect(ValueError, "m_indices", run_contiguous, case, "C-contiguous", "(2,)")
+
+    case = contiguous_case(256, 64, 256, 4)
+    case["m_indices"] = info((256, 1), np.int32)
+    expect(ValueError, "m_indices", run_contiguous, case, "1-D")
+
+    case = contiguous_case(256, 64, 256, 4)
+    case["out"] = info((128, 64), BF16)
+    expect(ValueError, "out", run_contiguous, case, str((128, 64)))
+
+    case = contiguous_case(256, 64, 256, 4)
+    case["m_indices"] = case["m_indices"]._replace(device=1)
+    expect(ValueError, "m_indices", run_contiguous, case, "device 1", "device 0")
+
+
+def test_contiguous_single_group_any_group_stride():
+    case = contiguous_case(128, 64, 256, 1)
+    case["b"] = info((1, 64, 256), np.uint8, (7, 256, 1))
+    assert run_contiguous(case) == (128, 64, 256, 1, "aligned")
+
+
+# --------------------------------------------------------------------------- masked layout
+def test_masked_rules():
+    case = masked_case(2, 64, 64, 256)
+    case["a"] = info((64, 256), np.uint8)
+    expect(ValueError, "a", run_masked, case, "3-D")
+
+    case = masked_case(2, 64, 64, 256)
+    case["a"] = info((0, 64, 256), np.uint8)
+    expect(ValueError, "a", run_masked, case, "at least 1 group")
+
+    case = masked_case(2, 64, 64, 256)
+    case["b"] = info((3, 64, 256), np.uint8)
+    expect(ValueError, "b", run_masked, case, "groups", str((3, 64, 256)))
+
+    case = masked_case(2, 64, 64, 256)
+    case["a"] = info((2, 64, 256), np.uint8, (65 * 256, 256, 1))
+    expect(ValueError, "a", run_masked, case, "without gaps")
+
+    case = masked_case(2, 64, 64, 256)
+    case["a_scale"] = info((2, 64, 2), np.float32, (2, 1, 64))   # group stride must be aligned_m * KB
+    expect(ValueError, "a_scale", run_masked, case, str((128, 1, 64)))
+
+    case = masked_case(2, 64, 64, 256)
+    case["a_scale"] = info((2, 32, 2), np.float32)
+    expect(ValueError, "a_scale", run_masked, case, str((2, 32, 2)))
+
+    case = masked_case(2, 64, 64, 256)
+    case["masked_m"] = info((3,), np.int32)
+    expect(ValueError, "masked_m", run_masked, case, str((3,)))
+
+    case = masked_case(2, 64, 64, 256)
+    case["masked_m"] = info((2,), np.int32, (4,))
+    expect(ValueError, "masked_m", run_masked, case, "C-contiguous")
+
+    case = masked_case(2, 64, 64, 256)
+    case["out"] = info((2, 64, 64), BF16, (64 * 72, 72, 1))      # padded rows: not C-contiguous
+    expect(ValueError, "out", run_masked, case, "C-contiguous", str((64 * 72, 72, 1)))
+
+    case = masked_case(2, 64, 64, 256)
+    case["out"] = info((2, 64, 72), BF16)
+    expect(ValueError, "out", run_masked, case, str((2, 64, 72)))
+
+    case = masked_case(2, 64, 64, 256)
+    case["b_scale"] = info((2, 1, 3), np.float32)
+    expect(ValueError, "b_scale", run_masked, case, str((2, 1, 3)))
+
+    case = masked_case(2, 64, 64, 256)
+    case["masked_m"] = case["masked_m"]._replace(device=2)
+    expect(ValueError, "masked_m", run_masked, case, "device 2", "device 0")
+
+    case = masked_case(2, 64, 12, 256)
+    expect(ValueError, "b", run_masked, case, "N must be a multiple of 8")
+
+
+# --------------------------------------------------------------------------- the A-scale layout rule
+def test_get_tma_aligned_size():
+    assert [get_tma_aligned_size(x, 4) for x in (0, 1, 3, 4, 5, 8, 130)] == [0, 4, 4, 4, 8, 8, 132]
+    assert get_tma_aligned_size(5, 2) == 8
+    assert get_tma_aligned_size(17, 1) == 32
+    with pytest.raises(ValueError):
+        get_tma_aligned_size(5, 3)
+
+
+@SETTINGS
+@given(m=st.integers(1, 600), kb=st.integers(1, 60), groups=st.integers(1, 5))
+def test_is_tma_aligned(m, kb, groups):
+    am = get_tma_aligned_size(m, 4)
+    assert is_tma_aligned(info((m, kb), np.float32, (1, am)))
+    assert is_tma_aligned(info((groups, m, kb), np.float32, (am * kb, 1, am)))
+    assert not is_tma_aligned(info((m, kb), np.float32, (1, am), ptr=BASE + 4))
+    assert not is_tma_aligned(info((m, kb), np.float16, (1, am)))
+    if kb > 1:
+        assert not is_tma_aligned(info((m, kb), np.float32, (1, am + 4)))
+        if m > 1:
+            assert not is_tma_aligned(info((m, kb), np.float32))  # row-major
+    if groups > 1:
+        assert not is_tma_aligned(info((groups, m, kb), np.float32, (am * kb + 4, 1, am)))
+
+
+# --------------------------------------------------------------------------- as_device_array
+@pytest.mark.parametrize("bad, shown", [
+    (np.zeros((2, 16), np.uint8), "numpy.ndarray"), (True, "bool"), (1.5, "float"), (None, "NoneType"),
+    ([1, 2], "list"), (np.float32(1), "numpy.float32"),
+])
+def test_as_device_array_rejects(bad, shown):
+    with pytest.raises(TypeError) as caught:
+        as_device_array(bad, "a")
+    msg = str(caught.value)
+    assert msg.startswith("a must be a CUDA device array") and msg.endswith(shown), msg
+
+
+def test_as_device_array_host_dlpack_rejected():
+    class HostDLPack:  # a foreign host array: DLPack only, CPU device
+        def __init__(self):
+            self._x = np.zeros(4, np.float32)
+
+        def __dlpack__(self, *args, **kwargs):
+            return self._x.__dlpack__(*args, **kwargs)
+
+        def __dlpack_device__(self):
+            return self._x.__dlpack_device__()
+
+    with pytest.raises(TypeError) as caught:
+        as_device_array(HostDLPack(), "b_scale")
+    assert str(caught.value).startswith("b_scale ")
+
+
+def test_as_device_array_dispatch(monkeypatch):
+    calls = []
+    monkeypatch.setattr(validation.cupy, "asarray", lambda x: calls.append(("cai", x)) or "from-cai")
+    monkeypatch.setattr(validation.cupy, "from_dlpack", lambda x: calls.append(("dlpack", x)) or "from-dlpack")
+
+    class CAI:
+        __cuda_array_interface__ = {}
+
+        def __dlpack__(self):
+            raise AssertionError("CAI comes first")
+
+    class DLPack:
+        def __dlpack__(self):
+            pass
+
+    cai, dl = CAI(), DLPack()
+    assert as_device_array(cai, "a") == "from-cai"
+    assert as_device_array(dl, "a") == "from-dlpack"
+    assert calls == [("cai", cai), ("dlpack", dl)]
+
+
+# --------------------------------------------------------------------------- fast paths vs the rules
+# The entry points test the valid case inline and call the helpers only on failure. These spec
+# versions apply every helper unconditionally; on any description, valid or not, both must agree.
+V = validation
+
+
+def spec_dense(a, a_scale, b, b_scale, out, device):
+    a_shape = V._array(a, "a", V.FP8_DTYPES, V._FP8, 2, "[M, K]")
+    V._array(a_scale, "a_scale", (V.FLOAT32,), "float32", 2, "[M, ceil(K/128)]")
+    b_shape = V._array(b, "b", V.FP8_DTYPES, V._FP8, 2, "[N, K]")
+    V._array(b_scale, "b_scale", (V.FLOAT32,), "float32", 2, "[ceil(N/128), ceil(K/128)]")
+    m = a_shape[0]
+    k, n = V._k_and_n(a_shape, b_shape)
+    kb = kblocks(k)
+    V._shape(a_scale, "a_scale", (m, kb), "[M, ceil(K/128)]")
+    V._shape(b_scale, "b_scale", (kblocks(n), kb), "[ceil(N/128), ceil(K/128)]")
+    V._out(out, (m, n), "[M, N]")
+    V._tma_operand(a, "a", 1)
+    V._tma_operand(b, "b", 1)
+    kind = V._a_scale_kind(a_scale, "a_scale")
+    V._contiguous(b_scale, "b_scale", 4)
+    V._devices(device, a=a, a_scale=a_scale, b=b, b_scale=b_scale, out=out)
+    return m, n, k, kind
+
+
+def spec_masked(a, a_scale, b, b_scale, masked_m, expected_m, out, device):
+    a_shape = V._array(a, "a", V.FP8_DTYPES, V._FP8, 3, "[G, max_m, K]")
+    V._array(a_scale, "a_scale", (V.FLOAT32,), "float32", 3, "[G, max_m, ceil(K/128)]")
+    b_shape = V._array(b, "b", V.FP8_DTYPES, V._FP8, 3, "[G, N, K]")
+    V._array(b_scale, "b_scale", (V.FLOAT32,), "float32", 3, "[G, ceil(N/128), ceil(K/128)]")
+    V._array(masked_m, "masked_m", (V.INT32,), "int32", 1, "[G]")
+    V._expected_m(expected_m)
+    groups, max_m = a_shape[0], a_shape[1]
+    if groups < 1:
+        raise ValueError(f"a must hold at least 1 group; got shape {a_shape}")
+    if b_shape[0] != groups:
+        raise ValueError(f"b must have the same number of groups as a (G={groups}); got b.shape={b_shape}")
+    k, n = V._k_and_n(a_shape, b_shape)
+    kb = kblocks(k)
+    V._shape(a_scale, "a_scale", (groups, max_m, kb), "[G, max_m, ceil(K/128)]")
+    V._shape(b_scale, "b_scale", (groups, kblocks(n), kb), "[G, ceil(N/128), ceil(K/128)]")
+    V._shape(masked_m, "masked_m", (groups,), "[G]")
+    V._out(out, (groups, max_m, n), "[G, max_m, N]")
+    if out is not None:
+        V._masked_out(out, n)
+    V._tma_operand(a, "a", 1)
+    V._tma_operand(b, "b", 1)
+    kind = V._a_scale_kind(a_scale, "a_scale")
+    V._contiguous(b_scale, "b_scale", 4)
+    V._contiguous(masked_m, "masked_m", 4)
+    V._devices(device, a=a, a_scale=a_scale, b=b, b_scale=b_scale, masked_m=masked_m, out=out)
+    return max_m, n, k, groups, kind
+
+
+def spec_contiguous(a, a_scale, b, b_scale, m_indices, out, device):
+    a_shape = V._array(a, "a", V.FP8_DTYPES, V._FP8, 2, "[sum M, K]")
+    V._array(a_scale, "a_scale", (V.FLOAT32,), "float32", 2, "[sum M, ceil(K/128)]")
+    b_shape = V._array(b, "b", V.FP8_DTYPES, V._FP8, 3, "[G, N, K]")
+    V._array(b_scale, "b_scale", (V.FLOAT32,), "float32", 3, "[G, ceil(N/128), ceil(K/128)]")
+    V._array(m_indices, "m_indices", (V.INT32,), "int32", 1, "[sum M]")
+    m, groups = a_shape[0], b_shape[0]
+    if groups < 1:
+        raise ValueError(f"b must hold at least 1 group; got shape {b_shape}")
+    if m % 128:
+        raise ValueError(f"a has sum M={m} rows (shape {a_shape}); sum M must be a multiple of "
+                         f"128 (each expert's segment is padded to it)")
+    k, n = V._k_and_n(a_shape, b_shape)
+    kb = kblocks(k)
+    V._shape(a_scale, "a_scale", (m, kb), "[sum M, ceil(K/128)]")
+    V._shape(b_scale, "b_scale", (groups, kblocks(n), kb), "[G, ceil(N/128), ceil(K/128)]")
+    V._shape(m_indices, "m_indices", (m,), "[sum M]")
+    V._out(out, (m, n), "[sum M, N]")
+    V._tma_operand(a, "a", 1)
+    V._tma_operand(b, "b", 1)
+    kind = V._a_scale_kind(a_scale, "a_scale")
+    V._contiguous(b_scale, "b_scale", 4)
+    V._contiguous(m_indices, "m_indices", 4)
+    V._devices(device, a=a, a_scale=a_scale, b=b, b_scale=b_scale, m_indices=m_indices, out=out)
+    return m, n, k, groups, kind
+
+
+def outcome(fn, *args):
+    try:
+        return ("ok", fn(*args))
+    except (TypeError, ValueError) as exc:
+        return (type(exc).__name__, str(exc))
+
+
+small = st.integers(-2, 300)
+mutations = st.fixed_dictionaries({}, optional={
+    "shape": st.lists(small, min_size=1, max_size=3),
+    "strides": st.lists(st.integers(-300, 300 * 300), min_size=3, max_size=3),
+    "dtype": st.sampled_from([np.uint8, np.int8, np.float32, np.int32, BF16, np.float16]),
+    "ptr": st.integers(0, 64).map(lambda x: BASE + x),
+    "device": st.integers(0, 2),
+})
+
+
+def mutate(case, data):
+    name = data.draw(st.sampled_from(sorted(case)), label="argument")
+    if name == "expected_m":
+        case[name] = data.draw(st.one_of(st.integers(-3, 100), st.booleans(), st.none(), st.floats(0, 9)))
+        return case
+    x = case[name]
+    if x is None:
+        x = info((3, 3), BF16)
+    change = data.draw(mutations, label="change")
+    shape = tuple(change.get("shape", x.shape))
+    strides = tuple(change.get("strides", list(x.strides) + [1, 1, 1])[:len(shape)])
+    if len(strides) < len(shape):
+        strides = c_strides(shape)
+    case[name] = ArrayInfo(shape, strides, np.dtype(change.get("dtype", x.dtype)), change.get("ptr", x.ptr),
+                           change.get("device", x.device))
+    return case
+
+
+@settings(max_examples=400, deadline=None)
+@given(m=st.integers(0, 300), n=st.integers(1, 40).map(lambda x: 8 * x), k=st.integers(1, 40).map(lambda x: 16 * x),
+       kind=kinds, with_out=st.booleans(), data=st.data())
+def test_dense_fast_path_agrees_with_spec(m, n, k, kind, with_out, data):
+    case = mutate(dense_case(m, n, k, kind, with_out), data)
+    args = (case["a"], case["a_scale"], case["b"], case["b_scale"], case["out"], 0)
+    assert outcome(check_dense, *args) == outcome(spec_dense, *args)
+
+
+@settings(max_examples=400, deadline=None)
+@given(groups=st.integers(1, 4), blocks=st.integers(0, 3), n=st.integers(1, 40).map(lambda x: 8 * x),
+       k=st.integers(1, 40).map(lambda x: 16 * x), kind=kinds, with_out=st.booleans(), data=st.data())
+def test_contiguous_fast_path_agrees_with_spec(groups, blocks, n, k, kind, with_out, data):
+    case = mutate(contiguous_case(128 * blocks, n, k, groups, kind, with_out), data)
+    args = (case["a"], case["a_scale"], case["b"], case["b_scale"], case["m_indices"], case["out"], 0)
+    assert outcome(check_contiguous, *args) == outcome(spec_contiguous, *args)
+
+
+@settings(max_examples=400, deadline=None)
+@given(groups=st.integers(1, 4), max_m=st.integers(0, 300), n=st.integers(1, 40).map(lambda x: 8 * x),
+       k=st.integers(1, 40).map(lambda x: 16 * x), kind=kinds, with_out=st.booleans(), data=st.data())
+def test_masked_fast_path_agrees_with_spec(groups, max_m, n, k, kind, with_out, data):
+    case = mutate(masked_case(groups, max_m, n, k, kind, with_out), data)
+    args = (case["a"], case["a_scale"], case["b"], case["b_scale"], case["masked_m"], case["expected_m"],
+            case["out"], 0)
+    assert outcome(check_masked, *args) == outcome(spec_masked, *args)
