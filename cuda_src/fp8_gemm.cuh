@@ -18,6 +18,9 @@ namespace cg8 {
 enum : uint32_t { kGemmNormal = 0, kGemmContiguous = 1, kGemmMasked = 2 };
 
 constexpr uint32_t kBlockK = 128;
+// kClusterSize == 2: the two CTAs of a cluster work on tiles of the same rows (adjacent n-blocks),
+// and each loads half of the shared A tile (and its scales) into both CTAs with a multicast TMA load.
+constexpr uint32_t kMulticastRows = kBlockM / kClusterSize;
 constexpr uint32_t kMathThreads = 128 * kNumMathWG;
 constexpr uint32_t kThreads = kMathThreads + 128;
 constexpr uint32_t kWaves = kBlockM / (64 * kNumMathWG);  // m64 row slabs per math warpgroup
@@ -25,6 +28,9 @@ constexpr uint32_t kNumKBlocks = (kShapeK + kBlockK - 1) / kBlockK;
 constexpr uint32_t kScaleRowsB = (kShapeN + 127) / 128;
 constexpr uint32_t kNumNBlocks = (kShapeN + kBlockN - 1) / kBlockN;
 constexpr bool kMayStraddle = (128 % kBlockN) != 0;  // a tile may span two 128-row blocks of sb
+// Two accumulator sets (MMA of one k-block overlaps the promotion of the previous) where registers
+// allow: one 64-row slab per warpgroup and 3 x kBlockN/2 live FP32 registers.
+constexpr uint32_t kAccSets = (kWaves == 1 && kBlockN <= 128) ? 2 : 1;
 
 // Output tile in shared memory: kBlockN columns split into atoms of kAtomBytes per row (the TMA
 // swizzle span), each atom kBlockM rows, stored one after another.
@@ -48,6 +54,7 @@ static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N must 
 static_assert(kBlockN <= 128 || (128 % (kBlockN - 128)) == 0, "BLOCK_N > 128 must span at most two sb rows");
 static_assert(kSmemD % 1024 == 0 && kSmemA % 1024 == 0 && kSmemB % 1024 == 0, "stages must stay 1024-aligned");
 static_assert(kBlockN % kAtomCols == 0, "output atoms must tile BLOCK_N");
+static_assert(kClusterSize == 1 || (kClusterSize == 2 && kNumNBlocks % 2 == 0), "multicast pairs need even n-blocks");
 
 // Tile sequence shared by the producer and the math warpgroups.
 struct Tile {
@@ -128,7 +135,7 @@ __device__ __forceinline__ uint32_t d_smem_addr(uint32_t base, uint32_t row, uin
 
 }  // namespace cg8
 
-extern "C" __global__ void __launch_bounds__(cg8::kThreads, 1)
+extern "C" __global__ void __launch_bounds__(cg8::kThreads, 1) CG8_CLUSTER_ATTRIBUTE
 cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                  const __grid_constant__ CUtensorMap tmap_sa, const __grid_constant__ CUtensorMap tmap_d,
                  const float* __restrict__ sb, const int* __restrict__ layout, unsigned short* __restrict__ d,
@@ -155,12 +162,15 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         tma_prefetch_map(&tmap_d);
         for (uint32_t s = 0; s < kStages; ++s) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], kNumMathWG * 4);
+            mbar_init(&empty[s], kNumMathWG * 4 * kClusterSize);  // every math warp of every CTA
         }
         fence_barrier_init();
         fence_proxy_async_smem();
     }
-    __syncthreads();
+    // The peer CTA arrives on our barriers and multicasts into our shared memory: it must see them
+    // initialized first.
+    if constexpr (kClusterSize > 1) cluster_sync(); else __syncthreads();
+    const uint32_t cta_rank = kClusterSize > 1 ? cluster_ctarank() : 0;
 
     Scheduler sched(m, layout);
     Tile t;
@@ -169,8 +179,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
     if (wg == kNumMathWG) {
         // ------------------------------------------------------------ producer
         setmaxnreg_dec<40>();
-        if (tid != 0) return;
-        while (sched.next(t)) {
+        while (tid == 0 && sched.next(t)) {
             if (kGemmType == kGemmContiguous && t.group < 0) continue;  // padding block: no loads
             const int32_t a_row = int32_t(tile_row(t, m));
             const int32_t b_row = int32_t(uint32_t(t.group) * kShapeN + t.n_block * kBlockN);
@@ -181,163 +190,241 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                 mbar_wait(&empty[stage], phase ^ 1);
                 uint64_t* bar = &full[stage];
                 mbar_arrive_expect_tx(bar, kStageTxBytes);
-                tma_load_2d(smem_a + stage * kSmemA, &tmap_a, bar, int32_t(kb * kBlockK), a_row);
+                const uint32_t half = cta_rank * kMulticastRows;  // this CTA's share of the A rows
+                if constexpr (kClusterSize > 1) {
+                    tma_load_2d_multicast(smem_a + stage * kSmemA + half * kBlockK, &tmap_a, bar,
+                                          int32_t(kb * kBlockK), a_row + int32_t(half), 0x3);
+                    tma_load_2d_multicast(smem_sa + stage * kBlockM + half, &tmap_sa, bar, sa_col + int32_t(half),
+                                          sa_row0 + int32_t(kb), 0x3);
+                } else {
+                    tma_load_2d(smem_a + stage * kSmemA, &tmap_a, bar, int32_t(kb * kBlockK), a_row);
+                    tma_load_2d(smem_sa + stage * kBlockM, &tmap_sa, bar, sa_col, sa_row0 + int32_t(kb));
+                }
                 tma_load_2d(smem_b + stage * kSmemB, &tmap_b, bar, int32_t(kb * kBlockK), b_row);
-                tma_load_2d(smem_sa + stage * kBlockM, &tmap_sa, bar, sa_col, sa_row0 + int32_t(kb));
                 if (++stage == kStages) stage = 0, phase ^= 1;
             }
         }
-        return;
-    }
+    } else {
+        // ---------------------------------------------------------------- math warpgroups
+        setmaxnreg_inc<kNumMathWG == 1 ? 240 : 232>();
 
-    // ---------------------------------------------------------------- math warpgroups
-    setmaxnreg_inc<kNumMathWG == 1 ? 240 : 232>();
+        float acc[2][kBlockN / 2];  // the second set is only used when kAccSets == 2
+        float fin[kWaves][kBlockN / 2];
+        const uint32_t smem_a_addr = smem_addr(smem_a);
+        const uint32_t smem_b_addr = smem_addr(smem_b);
+        const uint32_t smem_d_addr = smem_addr(smem_d);
+        const bool store_thread = (wg == 0 && tid < kNumAtoms);
 
-    float acc[kBlockN / 2];
-    float fin[kWaves][kBlockN / 2];
-    const uint32_t smem_a_addr = smem_addr(smem_a);
-    const uint32_t smem_b_addr = smem_addr(smem_b);
-    const uint32_t smem_d_addr = smem_addr(smem_d);
-    const bool store_thread = (wg == 0 && tid < kNumAtoms);
+        while (sched.next(t)) {
+            const uint32_t n0 = t.n_block * kBlockN;
+            const bool padding = (kGemmType == kGemmContiguous && t.group < 0);
 
-    while (sched.next(t)) {
-        const uint32_t n0 = t.n_block * kBlockN;
-        const bool padding = (kGemmType == kGemmContiguous && t.group < 0);
+    #pragma unroll
+            for (uint32_t w = 0; w < kWaves; ++w)
+    #pragma unroll
+                for (uint32_t i = 0; i < kBlockN / 2; ++i) fin[w][i] = 0.f;
 
-#pragma unroll
-        for (uint32_t w = 0; w < kWaves; ++w)
-#pragma unroll
-            for (uint32_t i = 0; i < kBlockN / 2; ++i) fin[w][i] = 0.f;
+            if (!padding) {
+                const uint32_t sb_row = uint32_t(t.group) * kScaleRowsB + n0 / 128;
+                const float* sb0_ptr = sb + sb_row * kNumKBlocks;
+                const float* sb1_ptr = sb + min(sb_row + 1, uint32_t(t.group) * kScaleRowsB + kScaleRowsB - 1) * kNumKBlocks;
+                const uint32_t boundary = 128 - n0 % 128;  // tile columns below this use sb row n0/128
 
-        if (!padding) {
-            const uint32_t sb_row = uint32_t(t.group) * kScaleRowsB + n0 / 128;
-            const float* sb0_ptr = sb + sb_row * kNumKBlocks;
-            const float* sb1_ptr = sb + min(sb_row + 1, uint32_t(t.group) * kScaleRowsB + kScaleRowsB - 1) * kNumKBlocks;
-            const uint32_t boundary = 128 - n0 % 128;  // tile columns below this use sb row n0/128
+                // B scales come from global memory (L2): fetch one k-block ahead so the load is in flight
+                // while this k-block's MMAs run.
+                float next_sb0 = __ldg(sb0_ptr), next_sb1 = kMayStraddle ? __ldg(sb1_ptr) : 0.f;
 
-            // B scales come from global memory (L2): fetch one k-block ahead so the load is in flight
-            // while this k-block's MMAs run.
-            float next_sb0 = __ldg(sb0_ptr), next_sb1 = kMayStraddle ? __ldg(sb1_ptr) : 0.f;
-#pragma unroll 1
-            for (uint32_t kb = 0; kb < kNumKBlocks; ++kb) {
-                const float sb0 = next_sb0;
-                const float sb1 = kMayStraddle ? next_sb1 : sb0;
-                if (kb + 1 < kNumKBlocks) {
-                    next_sb0 = __ldg(sb0_ptr + kb + 1);
-                    if constexpr (kMayStraddle) next_sb1 = __ldg(sb1_ptr + kb + 1);
-                }
-                mbar_wait(&full[stage], phase);
-
-                const float* sa = smem_sa + stage * kBlockM;
-#pragma unroll
-                for (uint32_t w = 0; w < kWaves; ++w) {
-                    const uint32_t row = (wg * kWaves + w) * 64 + warp * 16 + lane / 4;
-                    const float sa0 = sa[row], sa1 = sa[row + 8];
-
-#pragma unroll
-                    for (uint32_t i = 0; i < kBlockN / 2; ++i) fence_operand(acc[i]);
+                // Waits for k-block `kb`'s stage and returns its promotion scales for 64-row slab `w`:
+                // {sa(r0) sb0, sa(r1) sb0, sa(r0) sb1, sa(r1) sb1}.
+                auto wait_stage = [&](uint32_t kb, float (&scale)[kWaves][4]) {
+                    const float sb0 = next_sb0, sb1 = kMayStraddle ? next_sb1 : next_sb0;
+                    if (kb + 1 < kNumKBlocks) {
+                        next_sb0 = __ldg(sb0_ptr + kb + 1);
+                        if constexpr (kMayStraddle) next_sb1 = __ldg(sb1_ptr + kb + 1);
+                    }
+                    mbar_wait(&full[stage], phase);
+                    const float* sa = smem_sa + stage * kBlockM;
+    #pragma unroll
+                    for (uint32_t w = 0; w < kWaves; ++w) {
+                        const uint32_t row = (wg * kWaves + w) * 64 + warp * 16 + lane / 4;
+                        const float sa0 = sa[row], sa1 = sa[row + 8];
+                        scale[w][0] = sa0 * sb0, scale[w][1] = sa1 * sb0, scale[w][2] = sa0 * sb1, scale[w][3] = sa1 * sb1;
+                    }
+                };
+                // One 128-deep k-block of 64-row slab `w` into `d` (issued, committed, not waited for).
+                auto issue_mma = [&](float (&d)[kBlockN / 2], uint32_t w) {
+    #pragma unroll
+                    for (uint32_t i = 0; i < kBlockN / 2; ++i) fence_operand(d[i]);
                     wgmma_fence();
                     const uint32_t a_base = smem_a_addr + stage * kSmemA + (wg * kWaves + w) * 64 * kBlockK;
                     const uint32_t b_base = smem_b_addr + stage * kSmemB;
-#pragma unroll
+    #pragma unroll
                     for (uint32_t k = 0; k < kBlockK / 32; ++k)
-                        wgmma_m64k32(acc, smem_desc_sw128(a_base + k * 32), smem_desc_sw128(b_base + k * 32), k);
+                        wgmma_m64k32(d, smem_desc_sw128(a_base + k * 32), smem_desc_sw128(b_base + k * 32), k);
                     wgmma_commit();
-                    wgmma_wait0();
-#pragma unroll
-                    for (uint32_t i = 0; i < kBlockN / 2; ++i) fence_operand(acc[i]);
-
-                    // The stage's shared memory is no longer needed: release it before promoting.
-                    if (w == kWaves - 1 && lane == 0) mbar_arrive(&empty[stage]);
-
-                    // Promotion: scale this 128-deep partial sum and add it in FP32.
-                    const float p00 = sa0 * sb0, p10 = sa1 * sb0;
-                    const float p01 = sa0 * sb1, p11 = sa1 * sb1;
-#pragma unroll
+                };
+                // Promotion: scale a finished 128-deep partial sum and add it into the FP32 result.
+                auto promote = [&](float (&f)[kBlockN / 2], float (&d)[kBlockN / 2], const float (&sc)[4]) {
+    #pragma unroll
+                    for (uint32_t i = 0; i < kBlockN / 2; ++i) fence_operand(d[i]);
+    #pragma unroll
                     for (uint32_t i = 0; i < kBlockN / 8; ++i) {
                         const bool first = !kMayStraddle || i * 8 < boundary;
-                        const float s0 = first ? p00 : p01, s1 = first ? p10 : p11;
-                        fin[w][i * 4 + 0] += s0 * acc[i * 4 + 0];
-                        fin[w][i * 4 + 1] += s0 * acc[i * 4 + 1];
-                        fin[w][i * 4 + 2] += s1 * acc[i * 4 + 2];
-                        fin[w][i * 4 + 3] += s1 * acc[i * 4 + 3];
+                        const float s0 = first ? sc[0] : sc[2], s1 = first ? sc[1] : sc[3];
+                        f[i * 4 + 0] += s0 * d[i * 4 + 0];
+                        f[i * 4 + 1] += s0 * d[i * 4 + 1];
+                        f[i * 4 + 2] += s1 * d[i * 4 + 2];
+                        f[i * 4 + 3] += s1 * d[i * 4 + 3];
+                    }
+                };
+                // Every CTA that loaded into (or multicast into) this stage must hear that it is free.
+                auto release = [&](uint32_t st) {
+                    if constexpr (kClusterSize > 1) {
+                        if (lane < kClusterSize) mbar_arrive_cluster(&empty[st], lane);
+                    } else {
+                        if (lane == 0) mbar_arrive(&empty[st]);
+                    }
+                };
+                auto advance = [&]() {
+                    if (++stage == kStages) stage = 0, phase ^= 1;
+                };
+
+                if constexpr (kAccSets == 1) {
+                    // One accumulator: per k-block, each slab's MMAs then its promotion. The other math
+                    // warpgroup's MMAs fill the tensor cores meanwhile.
+                    float scale[kWaves][4];
+    #pragma unroll 1
+                    for (uint32_t kb = 0; kb < kNumKBlocks; ++kb) {
+                        wait_stage(kb, scale);
+    #pragma unroll
+                        for (uint32_t w = 0; w < kWaves; ++w) {
+                            issue_mma(acc[0], w);
+                            wgmma_wait<0>();
+                            // The stage's shared memory is no longer needed: release it before promoting.
+                            if (w == kWaves - 1) release(stage);
+                            promote(fin[w], acc[0], scale[w]);
+                        }
+                        advance();
+                    }
+                } else {
+                    // Two accumulators (one 64-row slab): k-block kb's MMAs run while kb-1 is promoted,
+                    // so the MMA latency is hidden even when this is the only math warpgroup.
+                    float scale0[kWaves][4], scale1[kWaves][4];  // kWaves == 1 here
+                    uint32_t stage0, stage1;
+                    auto retire = [&](float (&d)[kBlockN / 2], const float (&sc)[kWaves][4], uint32_t st) {
+                        release(st);
+                        promote(fin[0], d, sc[0]);
+                    };
+                    wait_stage(0, scale0);
+                    issue_mma(acc[0], 0);
+                    stage0 = stage;
+                    advance();
+                    uint32_t kb = 1;
+    #pragma unroll 1
+                    for (; kb + 1 < kNumKBlocks; kb += 2) {
+                        wait_stage(kb, scale1);
+                        issue_mma(acc[1], 0);
+                        stage1 = stage;
+                        advance();
+                        wgmma_wait<1>();
+                        retire(acc[0], scale0, stage0);
+                        wait_stage(kb + 1, scale0);
+                        issue_mma(acc[0], 0);
+                        stage0 = stage;
+                        advance();
+                        wgmma_wait<1>();
+                        retire(acc[1], scale1, stage1);
+                    }
+                    if (kb < kNumKBlocks) {
+                        wait_stage(kb, scale1);
+                        issue_mma(acc[1], 0);
+                        stage1 = stage;
+                        advance();
+                        wgmma_wait<1>();
+                        retire(acc[0], scale0, stage0);
+                        wgmma_wait<0>();
+                        retire(acc[1], scale1, stage1);
+                    } else {
+                        wgmma_wait<0>();
+                        retire(acc[0], scale0, stage0);
                     }
                 }
-                if (++stage == kStages) stage = 0, phase ^= 1;
             }
-        }
 
-        // ------------------------------------------------------------ epilogue
-        const uint32_t row0 = tile_row(t, m);
-        const uint32_t m0 = t.m_block * kBlockM;
+            // ------------------------------------------------------------ epilogue
+            const uint32_t row0 = tile_row(t, m);
+            const uint32_t m0 = t.m_block * kBlockM;
 
-        // Contiguous layout: rows whose m_indices entry is -1 come out as zeros.
-        if constexpr (kGemmType == kGemmContiguous) {
-#pragma unroll
+            // Contiguous layout: rows whose m_indices entry is -1 come out as zeros.
+            if constexpr (kGemmType == kGemmContiguous) {
+    #pragma unroll
+                for (uint32_t w = 0; w < kWaves; ++w) {
+                    const uint32_t r = m0 + (wg * kWaves + w) * 64 + warp * 16 + lane / 4;
+                    const bool z0 = padding || (r < m && __ldg(layout + r) < 0);
+                    const bool z1 = padding || (r + 8 < m && __ldg(layout + r + 8) < 0);
+    #pragma unroll
+                    for (uint32_t i = 0; i < kBlockN / 8; ++i) {
+                        if (z0) fin[w][i * 4 + 0] = fin[w][i * 4 + 1] = 0.f;
+                        if (z1) fin[w][i * 4 + 2] = fin[w][i * 4 + 3] = 0.f;
+                    }
+                }
+            }
+
+            // The previous tile's TMA store must have finished reading the tile before it is rewritten.
+            if (store_thread) bulk_wait_group_read0();
+            named_barrier_sync(1, kMathThreads);
+
+    #pragma unroll
             for (uint32_t w = 0; w < kWaves; ++w) {
-                const uint32_t r = m0 + (wg * kWaves + w) * 64 + warp * 16 + lane / 4;
-                const bool z0 = padding || (r < m && __ldg(layout + r) < 0);
-                const bool z1 = padding || (r + 8 < m && __ldg(layout + r + 8) < 0);
-#pragma unroll
-                for (uint32_t i = 0; i < kBlockN / 8; ++i) {
-                    if (z0) fin[w][i * 4 + 0] = fin[w][i * 4 + 1] = 0.f;
-                    if (z1) fin[w][i * 4 + 2] = fin[w][i * 4 + 3] = 0.f;
+                const uint32_t row = (wg * kWaves + w) * 64 + warp * 16 + (lane / 8 % 2) * 8 + lane % 8;
+    #pragma unroll
+                for (uint32_t i = 0; i + 1 < kBlockN / 8; i += 2) {
+                    const uint32_t addr = d_smem_addr(smem_d_addr, row, (i + lane / 16) * 8);
+                    stmatrix_x4(addr, pack_bf16x2(fin[w][i * 4 + 0], fin[w][i * 4 + 1]),
+                                pack_bf16x2(fin[w][i * 4 + 2], fin[w][i * 4 + 3]),
+                                pack_bf16x2(fin[w][i * 4 + 4], fin[w][i * 4 + 5]),
+                                pack_bf16x2(fin[w][i * 4 + 6], fin[w][i * 4 + 7]));
+                }
+                if constexpr ((kBlockN / 8) % 2 == 1) {
+                    constexpr uint32_t i = kBlockN / 8 - 1;
+                    const uint32_t addr = d_smem_addr(smem_d_addr, row, i * 8);  // lanes 16..31: ignored
+                    stmatrix_x2(addr, pack_bf16x2(fin[w][i * 4 + 0], fin[w][i * 4 + 1]),
+                                pack_bf16x2(fin[w][i * 4 + 2], fin[w][i * 4 + 3]));
+                }
+            }
+
+            const bool partial_rows = (kGemmType == kGemmMasked) && (m0 + kBlockM > t.rows);
+            if (!partial_rows) {
+                fence_proxy_async_smem();
+                named_barrier_sync(1, kMathThreads);
+                if (store_thread) {
+                    tma_store_2d(&tmap_d, smem_d + tid * (kBlockM * kAtomBytes), int32_t(n0 + tid * kAtomCols),
+                                 int32_t(row0));
+                    bulk_commit_group();
+                }
+            } else {
+                // Masked layout, last block of a group: only rows below masked_m may be written, so copy
+                // them out with ordinary 16-byte stores instead of a TMA store of the whole box.
+                named_barrier_sync(1, kMathThreads);
+                const uint32_t valid = t.rows - m0;
+                constexpr uint32_t kChunks = kBlockN / 8;
+                for (uint32_t idx = threadIdx.x; idx < valid * kChunks; idx += kMathThreads) {
+                    const uint32_t r = idx / kChunks, c = (idx % kChunks) * 8;
+                    if (n0 + c < kShapeN) {
+                        uint32_t v0, v1, v2, v3;
+                        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                                     : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3)
+                                     : "r"(d_smem_addr(smem_d_addr, r, c)));
+                        unsigned short* dst = d + uint64_t(row0 + r) * ldd + n0 + c;
+                        asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(v0), "r"(v1),
+                                     "r"(v2), "r"(v3)
+                                     : "memory");
+                    }
                 }
             }
         }
-
-        // The previous tile's TMA store must have finished reading the tile before it is rewritten.
-        if (store_thread) bulk_wait_group_read0();
-        named_barrier_sync(1, kMathThreads);
-
-#pragma unroll
-        for (uint32_t w = 0; w < kWaves; ++w) {
-            const uint32_t row = (wg * kWaves + w) * 64 + warp * 16 + (lane / 8 % 2) * 8 + lane % 8;
-#pragma unroll
-            for (uint32_t i = 0; i + 1 < kBlockN / 8; i += 2) {
-                const uint32_t addr = d_smem_addr(smem_d_addr, row, (i + lane / 16) * 8);
-                stmatrix_x4(addr, pack_bf16x2(fin[w][i * 4 + 0], fin[w][i * 4 + 1]),
-                            pack_bf16x2(fin[w][i * 4 + 2], fin[w][i * 4 + 3]),
-                            pack_bf16x2(fin[w][i * 4 + 4], fin[w][i * 4 + 5]),
-                            pack_bf16x2(fin[w][i * 4 + 6], fin[w][i * 4 + 7]));
-            }
-            if constexpr ((kBlockN / 8) % 2 == 1) {
-                constexpr uint32_t i = kBlockN / 8 - 1;
-                const uint32_t addr = d_smem_addr(smem_d_addr, row, i * 8);  // lanes 16..31: ignored
-                stmatrix_x2(addr, pack_bf16x2(fin[w][i * 4 + 0], fin[w][i * 4 + 1]),
-                            pack_bf16x2(fin[w][i * 4 + 2], fin[w][i * 4 + 3]));
-            }
-        }
-
-        const bool partial_rows = (kGemmType == kGemmMasked) && (m0 + kBlockM > t.rows);
-        if (!partial_rows) {
-            fence_proxy_async_smem();
-            named_barrier_sync(1, kMathThreads);
-            if (store_thread) {
-                tma_store_2d(&tmap_d, smem_d + tid * (kBlockM * kAtomBytes), int32_t(n0 + tid * kAtomCols),
-                             int32_t(row0));
-                bulk_commit_group();
-            }
-        } else {
-            // Masked layout, last block of a group: only rows below masked_m may be written, so copy
-            // them out with ordinary 16-byte stores instead of a TMA store of the whole box.
-            named_barrier_sync(1, kMathThreads);
-            const uint32_t valid = t.rows - m0;
-            constexpr uint32_t kChunks = kBlockN / 8;
-            for (uint32_t idx = threadIdx.x; idx < valid * kChunks; idx += kMathThreads) {
-                const uint32_t r = idx / kChunks, c = (idx % kChunks) * 8;
-                if (n0 + c < kShapeN) {
-                    uint32_t v0, v1, v2, v3;
-                    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                                 : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3)
-                                 : "r"(d_smem_addr(smem_d_addr, r, c)));
-                    unsigned short* dst = d + uint64_t(row0 + r) * ldd + n0 + c;
-                    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(v0), "r"(v1),
-                                 "r"(v2), "r"(v3)
-                                 : "memory");
-                }
-            }
-        }
+        if (store_thread) bulk_wait_group0();
     }
-    if (store_thread) bulk_wait_group0();
+    // Neither CTA of a cluster may exit while the other can still arrive on its barriers.
+    if constexpr (kClusterSize > 1) cluster_sync();
 }

@@ -104,7 +104,11 @@ __device__ __forceinline__ void bulk_wait_group0() { asm volatile("cp.async.bulk
 // ---------------------------------------------------------------- warpgroup MMA
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+// Waits until at most kPending committed MMA groups of this warpgroup are still running.
+template <uint32_t kPending>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
 
 // Keeps the compiler from moving accesses of an accumulator register across wgmma issue/wait.
 __device__ __forceinline__ void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
@@ -148,5 +152,45 @@ __device__ __forceinline__ void stmatrix_x2(uint32_t addr, uint32_t r0, uint32_t
                  : "memory");
 }
 
+
+}  // namespace cg8
+
+namespace cg8 {
+
+// ---------------------------------------------------------------- clusters
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+// All threads of every CTA in the cluster; orders shared-memory work (barrier init) cluster-wide.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// Arrive on the barrier at the same shared-memory offset in CTA `cta` of this cluster. Default
+// (release, CTA-scope) semantics: the stage's readers are the async proxy, already waited for; a
+// cluster-scope release would add a GPU-wide memory barrier to every stage release.
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta) {
+    asm volatile(
+        "{\n .reg .b32 remote;\n"
+        " mapa.shared::cluster.u32 remote, %0, %1;\n"
+        " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}"
+        ::"r"(smem_addr(bar)), "r"(cta)
+        : "memory");
+}
+
+// TMA load written to the same shared-memory offset (and signalled on the same barrier offset) in
+// every CTA of `cta_mask`.
+__device__ __forceinline__ void tma_load_2d_multicast(void* smem_dst, const CUtensorMap* map, uint64_t* bar,
+                                                      int32_t c0, int32_t c1, uint16_t cta_mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%3, %4}], [%2], %5;"
+        ::"r"(smem_addr(smem_dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1),
+        "h"(cta_mask)
+        : "memory");
+}
 
 }  // namespace cg8

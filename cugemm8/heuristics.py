@@ -12,6 +12,7 @@ RASTER_GROUP = 16                # n-blocks per rasterization band
 LAYOUTS = ("normal", "contiguous", "masked")
 GEMM_TYPE_CODE = {"normal": 0, "contiguous": 1, "masked": 2}
 CONTIGUOUS_M_ALIGNMENT = 128     # expert segments start at multiples of this (contiguous layout)
+MULTICAST_MIN_ROWS = 512         # rows (per group, masked) from which CTA pairs multicast A
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class KernelConfig:
     num_math_wg: int
     swizzle_d: int      # bytes of the output tile's TMA swizzle span (0: none)
     raster_group: int = RASTER_GROUP
+    cluster: int = 1    # 2: CTA pairs share each A tile through TMA multicast
 
     @property
     def threads(self) -> int:
@@ -110,7 +112,12 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
                 best = (score, bm, bn, stages, tiles)
     assert best is not None
     _, bm, bn, stages, tiles = best
+    # TMA multicast of A across CTA pairs halves A's L2->SM traffic; it pays once enough rows make
+    # the GEMM L2-bound, and needs pairs of n-blocks (every rasterization band then has even width).
+    cluster = 2 if (m >= MULTICAST_MIN_ROWS and ceil_div(n, bn) % 2 == 0 and num_sms >= 2) else 1
     config = KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=bm, block_n=bn,
-                          stages=stages, num_math_wg=1 if bm == 64 else 2, swizzle_d=swizzle_for(bn))
+                          stages=stages, num_math_wg=1 if bm == 64 else 2, swizzle_d=swizzle_for(bn),
+                          cluster=cluster)
     grid = num_sms if layout == "masked" else min(num_sms, tiles)
+    grid -= grid % cluster
     return LaunchPlan(config=config, grid=grid, num_tiles=tiles)

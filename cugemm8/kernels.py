@@ -42,11 +42,14 @@ def render(cfg: KernelConfig) -> str:
         "kGemmType": GEMM_TYPE_CODE[cfg.layout],
         "kNumGroups": cfg.num_groups,
         "kRasterGroup": cfg.raster_group,
+        "kClusterSize": cfg.cluster,
     }
     lines = ['#include "ptx.cuh"', "namespace cg8 {"]
     lines += [f"constexpr uint32_t {name} = {value};" for name, value in consts.items()]
     lines.append(wgmma_wrapper(cfg.block_n))
-    lines += ["}  // namespace cg8", '#include "fp8_gemm.cuh"', ""]
+    lines.append("}  // namespace cg8")
+    attr = f"__cluster_dims__({cfg.cluster}, 1, 1)" if cfg.cluster > 1 else ""
+    lines += [f"#define CG8_CLUSTER_ATTRIBUTE {attr}", '#include "fp8_gemm.cuh"', ""]
     return "\n".join(lines)
 
 

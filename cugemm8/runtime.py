@@ -188,11 +188,13 @@ class GemmLauncher:
         sa_inner = rows
         atom_cols = cfg.swizzle_d // 2 if cfg.swizzle_d else cfg.block_n
         self.maps = (
-            encode_2d(_DT.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[0], cfg.k, a_rows, a_ld, 128, cfg.block_m, 128),
+            # With multicast each CTA of a pair loads half of the A tile (and of its scales).
+            encode_2d(_DT.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[0], cfg.k, a_rows, a_ld, 128,
+                      cfg.block_m // cfg.cluster, 128),
             encode_2d(_DT.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[1], cfg.k, cfg.n * groups, b_ld, 128, cfg.block_n,
                       128),
-            encode_2d(_DT.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, ptrs[2], sa_inner, sa_outer, sa_ld * 4, cfg.block_m, 1,
-                      0),
+            encode_2d(_DT.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, ptrs[2], sa_inner, sa_outer, sa_ld * 4,
+                      cfg.block_m // cfg.cluster, 1, 0),
             encode_2d(_DT.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, ptrs[3], cfg.n, a_rows, d_ld * 2, atom_cols,
                       min(cfg.block_m, a_rows), cfg.swizzle_d),
         )

@@ -11,7 +11,10 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temper
 for step in ${STEPS:-smoke tests bench}; do
     echo "=== $step"
     case $step in
-    smoke) timeout 240 python3 scripts/smoke.py 2>&1 | tee "$OUT/smoke.log" ;;
+    smoke) set -o pipefail
+           timeout ${SMOKE_TIMEOUT:-120} python3 scripts/smoke.py 2>&1 | tee "$OUT/smoke.log" \
+               || { echo "smoke failed: stopping"; exit 1; }
+           set +o pipefail ;;
     tests) timeout ${TEST_TIMEOUT:-420} python3 -m pytest -q -m gpu -p no:cacheprovider tests ${PYTEST_ARGS:-} \
                2>&1 | tee "$OUT/tests.log" | tail -40 ;;
     tune) timeout ${TUNE_TIMEOUT:-300} python3 scripts/tune.py --out "$OUT/tune.json" ${TUNE_ARGS:-} 2>&1 \

@@ -37,8 +37,12 @@ def candidates(m: int, n: int, k: int) -> list[KernelConfig]:
             stages = heuristics._stages(bm, bn, k)
             if stages < 2:
                 continue
-            out.append(KernelConfig(layout="normal", n=n, k=k, num_groups=1, block_m=bm, block_n=bn, stages=stages,
-                                    num_math_wg=1 if bm == 64 else 2, swizzle_d=heuristics.swizzle_for(bn)))
+            for cluster in (1, 2):
+                if cluster == 2 and (m < 512 or -(-n // bn) % 2):
+                    continue
+                out.append(KernelConfig(layout="normal", n=n, k=k, num_groups=1, block_m=bm, block_n=bn,
+                                        stages=stages, num_math_wg=1 if bm == 64 else 2,
+                                        swizzle_d=heuristics.swizzle_for(bn), cluster=cluster))
     return out
 
 
@@ -74,7 +78,8 @@ def main() -> None:
         rows = []
         for cfg in candidates(m, n, k):
             tiles = -(-m // cfg.block_m) * cfg.num_n_blocks
-            launcher = runtime.get_launcher(cfg, dev, min(sms, tiles), m, a.strides[0], b.strides[0], sa_ld,
+            grid = min(sms, tiles)
+            launcher = runtime.get_launcher(cfg, dev, grid - grid % cfg.cluster, m, a.strides[0], b.strides[0], sa_ld,
                                             out.strides[0] // 2, (a.data.ptr, b.data.ptr, sa.data.ptr, out.data.ptr))
 
             def call():
@@ -92,15 +97,16 @@ def main() -> None:
                 end.synchronize()
                 times.append(cupy.cuda.get_elapsed_time(start, end) * 1e3)
             us = statistics.median(times)
-            rows.append({"block_m": cfg.block_m, "block_n": cfg.block_n, "stages": cfg.stages, "us": us,
+            rows.append({"block_m": cfg.block_m, "block_n": cfg.block_n, "stages": cfg.stages, "cluster": cfg.cluster,
+                         "us": us,
                          "tflops": 2 * m * n * k / us / 1e6, "ok": ok, "picked": cfg == pick.config})
         rows.sort(key=lambda r: r["us"])
         best = rows[0]
         mine = next(r for r in rows if r["picked"]) if any(r["picked"] for r in rows) else None
         results.append({"m": m, "n": n, "k": k, "rows": rows})
-        print(f"{m:5d} {n:6d} {k:6d}  best {best['block_m']:3d}x{best['block_n']:3d}x{best['stages']:2d} "
+        print(f"{m:5d} {n:6d} {k:6d}  best {best['block_m']:3d}x{best['block_n']:3d}x{best['stages']:2d}c{best['cluster']} "
               f"{best['us']:8.1f}us {best['tflops']:6.0f}TF  "
-              + (f"pick {mine['block_m']}x{mine['block_n']}x{mine['stages']} {mine['us']:8.1f}us "
+              + (f"pick {mine['block_m']}x{mine['block_n']}x{mine['stages']}c{mine['cluster']} {mine['us']:8.1f}us "
                  f"({mine['us'] / best['us']:.2f}x)" if mine else f"pick {pick.config} not swept")
               + ("" if all(r["ok"] for r in rows) else "  MISMATCH in " + str([(r['block_m'], r['block_n'])
                                                                             for r in rows if not r['ok']])),
