@@ -46,7 +46,11 @@ constexpr uint32_t kStageTxBytes = kSmemA + kSmemB + kSmemSA;
 constexpr uint32_t kOffA = kSmemD;
 constexpr uint32_t kOffB = kOffA + kStages * kSmemA;
 constexpr uint32_t kOffSA = kOffB + kStages * kSmemB;
-constexpr uint32_t kOffBar = kOffSA + kStages * kSmemSA;
+// B's scales for the current tile: every k-block of the (one or two) 128-row scale blocks it spans.
+constexpr uint32_t kScaleRowsPerTile = kMayStraddle ? 2 : 1;
+constexpr uint32_t kSmemSB = (kNumKBlocks * kScaleRowsPerTile * 4 + 15) / 16 * 16;
+constexpr uint32_t kOffSB = kOffSA + kStages * kSmemSA;
+constexpr uint32_t kOffBar = kOffSB + kSmemSB;
 constexpr uint32_t kSmemBytes = kOffBar + kStages * 16;
 
 static_assert(kBlockM % 64 == 0 && kWaves >= 1 && kBlockM == kWaves * 64 * kNumMathWG, "bad BLOCK_M");
@@ -146,6 +150,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
     uint8_t* smem_a = smem + kOffA;
     uint8_t* smem_b = smem + kOffB;
     float* smem_sa = reinterpret_cast<float*>(smem + kOffSA);
+    float* smem_sb = reinterpret_cast<float*>(smem + kOffSB);
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + kOffBar);
     uint64_t* empty = full + kStages;
 
@@ -219,9 +224,9 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             const uint32_t n0 = t.n_block * kBlockN;
             const bool padding = (kGemmType == kGemmContiguous && t.group < 0);
 
-    #pragma unroll
+#pragma unroll
             for (uint32_t w = 0; w < kWaves; ++w)
-    #pragma unroll
+#pragma unroll
                 for (uint32_t i = 0; i < kBlockN / 2; ++i) fin[w][i] = 0.f;
 
             if (!padding) {
@@ -230,21 +235,20 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                 const float* sb1_ptr = sb + min(sb_row + 1, uint32_t(t.group) * kScaleRowsB + kScaleRowsB - 1) * kNumKBlocks;
                 const uint32_t boundary = 128 - n0 % 128;  // tile columns below this use sb row n0/128
 
-                // B scales come from global memory (L2): fetch one k-block ahead so the load is in flight
-                // while this k-block's MMAs run.
-                float next_sb0 = __ldg(sb0_ptr), next_sb1 = kMayStraddle ? __ldg(sb1_ptr) : 0.f;
+                // Stage the tile's B scales in shared memory once: a global load per k-block would put
+                // an L2 round trip on every k-block of short-k-block (small) tiles. Every math thread
+                // is past the previous tile's main loop (the epilogue's barrier), so the slots are free.
+                for (uint32_t i = threadIdx.x; i < kNumKBlocks * kScaleRowsPerTile; i += kMathThreads)
+                    smem_sb[i] = __ldg(i < kNumKBlocks ? sb0_ptr + i : sb1_ptr + (i - kNumKBlocks));
+                named_barrier_sync(1, kMathThreads);
 
                 // Waits for k-block `kb`'s stage and returns its promotion scales for 64-row slab `w`:
                 // {sa(r0) sb0, sa(r1) sb0, sa(r0) sb1, sa(r1) sb1}.
                 auto wait_stage = [&](uint32_t kb, float (&scale)[kWaves][4]) {
-                    const float sb0 = next_sb0, sb1 = kMayStraddle ? next_sb1 : next_sb0;
-                    if (kb + 1 < kNumKBlocks) {
-                        next_sb0 = __ldg(sb0_ptr + kb + 1);
-                        if constexpr (kMayStraddle) next_sb1 = __ldg(sb1_ptr + kb + 1);
-                    }
+                    const float sb0 = smem_sb[kb], sb1 = kMayStraddle ? smem_sb[kNumKBlocks + kb] : sb0;
                     mbar_wait(&full[stage], phase);
                     const float* sa = smem_sa + stage * kBlockM;
-    #pragma unroll
+#pragma unroll
                     for (uint32_t w = 0; w < kWaves; ++w) {
                         const uint32_t row = (wg * kWaves + w) * 64 + warp * 16 + lane / 4;
                         const float sa0 = sa[row], sa1 = sa[row + 8];
@@ -253,21 +257,21 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                 };
                 // One 128-deep k-block of 64-row slab `w` into `d` (issued, committed, not waited for).
                 auto issue_mma = [&](float (&d)[kBlockN / 2], uint32_t w) {
-    #pragma unroll
+#pragma unroll
                     for (uint32_t i = 0; i < kBlockN / 2; ++i) fence_operand(d[i]);
                     wgmma_fence();
                     const uint32_t a_base = smem_a_addr + stage * kSmemA + (wg * kWaves + w) * 64 * kBlockK;
                     const uint32_t b_base = smem_b_addr + stage * kSmemB;
-    #pragma unroll
+#pragma unroll
                     for (uint32_t k = 0; k < kBlockK / 32; ++k)
                         wgmma_m64k32(d, smem_desc_sw128(a_base + k * 32), smem_desc_sw128(b_base + k * 32), k);
                     wgmma_commit();
                 };
                 // Promotion: scale a finished 128-deep partial sum and add it into the FP32 result.
                 auto promote = [&](float (&f)[kBlockN / 2], float (&d)[kBlockN / 2], const float (&sc)[4]) {
-    #pragma unroll
+#pragma unroll
                     for (uint32_t i = 0; i < kBlockN / 2; ++i) fence_operand(d[i]);
-    #pragma unroll
+#pragma unroll
                     for (uint32_t i = 0; i < kBlockN / 8; ++i) {
                         const bool first = !kMayStraddle || i * 8 < boundary;
                         const float s0 = first ? sc[0] : sc[2], s1 = first ? sc[1] : sc[3];
@@ -293,10 +297,10 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     // One accumulator: per k-block, each slab's MMAs then its promotion. The other math
                     // warpgroup's MMAs fill the tensor cores meanwhile.
                     float scale[kWaves][4];
-    #pragma unroll 1
+#pragma unroll 1
                     for (uint32_t kb = 0; kb < kNumKBlocks; ++kb) {
                         wait_stage(kb, scale);
-    #pragma unroll
+#pragma unroll
                         for (uint32_t w = 0; w < kWaves; ++w) {
                             issue_mma(acc[0], w);
                             wgmma_wait<0>();
@@ -320,7 +324,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     stage0 = stage;
                     advance();
                     uint32_t kb = 1;
-    #pragma unroll 1
+#pragma unroll 1
                     for (; kb + 1 < kNumKBlocks; kb += 2) {
                         wait_stage(kb, scale1);
                         issue_mma(acc[1], 0);
@@ -357,12 +361,12 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
 
             // Contiguous layout: rows whose m_indices entry is -1 come out as zeros.
             if constexpr (kGemmType == kGemmContiguous) {
-    #pragma unroll
+#pragma unroll
                 for (uint32_t w = 0; w < kWaves; ++w) {
                     const uint32_t r = m0 + (wg * kWaves + w) * 64 + warp * 16 + lane / 4;
                     const bool z0 = padding || (r < m && __ldg(layout + r) < 0);
                     const bool z1 = padding || (r + 8 < m && __ldg(layout + r + 8) < 0);
-    #pragma unroll
+#pragma unroll
                     for (uint32_t i = 0; i < kBlockN / 8; ++i) {
                         if (z0) fin[w][i * 4 + 0] = fin[w][i * 4 + 1] = 0.f;
                         if (z1) fin[w][i * 4 + 2] = fin[w][i * 4 + 3] = 0.f;
@@ -374,10 +378,10 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             if (store_thread) bulk_wait_group_read0();
             named_barrier_sync(1, kMathThreads);
 
-    #pragma unroll
+#pragma unroll
             for (uint32_t w = 0; w < kWaves; ++w) {
                 const uint32_t row = (wg * kWaves + w) * 64 + warp * 16 + (lane / 8 % 2) * 8 + lane % 8;
-    #pragma unroll
+#pragma unroll
                 for (uint32_t i = 0; i + 1 < kBlockN / 8; i += 2) {
                     const uint32_t addr = d_smem_addr(smem_d_addr, row, (i + lane / 16) * 8);
                     stmatrix_x4(addr, pack_bf16x2(fin[w][i * 4 + 0], fin[w][i * 4 + 1]),

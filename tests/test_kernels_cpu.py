@@ -86,3 +86,23 @@ def test_smem_formula_matches_kernel_layout():
     cfg = heuristics.choose("normal", 4096, 7168, 16384, 1, 132).config
     src = kernels.render(cfg) + "static_assert(cg8::kSmemBytes == %d, \"mismatch\");\n" % cfg.smem_bytes
     jit.compile_cubin(src)
+
+
+def test_heuristic_against_measured_sweep():
+    """The cost model against the configuration sweep it was fitted to (H200): its pick for each
+    benchmark shape must be within 20% of the best measured configuration, and within 6% on average."""
+    import glob
+    import json
+    import math
+
+    path = sorted(glob.glob("bench/results/tune-h200-*.json"))[0]
+    results = json.load(open(path))["results"]
+    losses = []
+    for r in results:
+        cfg = heuristics.choose("normal", r["m"], r["n"], r["k"], 1, 132).config
+        rows = {(x["block_m"], x["block_n"], x["cluster"]): x["us"] for x in r["rows"]}
+        mine = rows[(cfg.block_m, cfg.block_n, cfg.cluster)]
+        best = min(rows.values())
+        assert mine <= 1.2 * best, (r["m"], r["n"], r["k"], cfg, mine, best)
+        losses.append(math.log(mine / best))
+    assert math.exp(sum(losses) / len(losses)) <= 1.06
