@@ -462,9 +462,15 @@ def bench_contiguous_shape(env: Env, shape: Shape, reps: int) -> dict:
         return calc_diff_gpu(cp, [(y[i * seg:i * seg + m], refs[i]) for i in range(g)])
 
     call = lambda **kw: cg.m_grouped_matmul_contiguous(a, sa_tma, b, sb, m_indices, **kw)  # noqa: E731
-    entries = measure(env, [cugemm8_candidate(env, call, diff_of)], reps,
+    # The dense kernel on the same total M, N, K (all rows against expert 0's weights), timed alongside.
+    dense_out = cp.empty((g * seg, n), dtype=cg.api.BF16)
+    dense = Candidate("dense_same_mnk", lambda: cg.matmul(a, sa_tma, b[0], sb[0], out=dense_out), lambda: None)
+    entries = measure(env, [cugemm8_candidate(env, call, diff_of), dense], reps,
                       gemm_flops(g * m, n, k), gemm_bytes(g * m, n, k, g))
-    return finish_row(row, entries)
+    row = finish_row(row, entries)
+    row["dense_time_over_contiguous"] = ratio(entries.get("dense_same_mnk", {}).get("median_s"),
+                                              entries.get("cugemm8", {}).get("median_s"))
+    return row
 
 
 def bench_masked_shape(env: Env, shape: Shape, reps: int) -> dict:
@@ -475,7 +481,7 @@ def bench_masked_shape(env: Env, shape: Shape, reps: int) -> dict:
     row = {**base_row(shape), **env.plan("masked", shape.m, n, k, g), "max_m": MASKED_MAX_M,
            "masked_m": mm.tolist(), "valid_rows": valid}
     x, w = env.randn((g, MASKED_MAX_M, k)), env.randn((g, n, k))
-    a, _, sa_tma, row["a_scale_layout"] = quantize_a(env, x)
+    a, _, sa_tma, row["a_scale_layout"] = quantize_a(env, x)  # `_`: the row-major scales, used below
     b, sb = quantize_b(env, w)
     refs = [x[i, :mm[i]] @ w[i].T for i in range(g)]
     del x, w
@@ -485,9 +491,22 @@ def bench_masked_shape(env: Env, shape: Shape, reps: int) -> dict:
         return calc_diff_gpu(cp, [(y[i, :mm[i]], refs[i]) for i in range(g)])
 
     call = lambda **kw: cg.m_grouped_matmul_masked(a, sa_tma, b, sb, masked_m, shape.m, **kw)  # noqa: E731
-    entries = measure(env, [cugemm8_candidate(env, call, diff_of)], reps,
+    # All groups but the first empty, against the dense kernel on that one group's rows.
+    rows0 = int(mm[0])
+    one_m = cp.asarray(np.array([rows0] + [0] * (g - 1), dtype=np.int32))
+    out_masked = cp.empty((g, MASKED_MAX_M, n), dtype=cg.api.BF16)
+    a0, sa0 = a[0, :rows0], cg.get_col_major_tma_aligned_tensor(cp.ascontiguousarray(_[0, :rows0]))
+    out_dense = cp.empty((rows0, n), dtype=cg.api.BF16)
+    one = Candidate("masked_one_group", lambda: cg.m_grouped_matmul_masked(a, sa_tma, b, sb, one_m, shape.m,
+                                                                            out=out_masked), lambda: None)
+    dense = Candidate("dense_one_group", lambda: cg.matmul(a0, sa0, b[0], sb[0], out=out_dense), lambda: None)
+    entries = measure(env, [cugemm8_candidate(env, call, diff_of), one, dense], reps,
                       gemm_flops(valid, n, k), gemm_bytes(valid, n, k, g))
-    return finish_row(row, entries)
+    row = finish_row(row, entries)
+    row["one_group_rows"] = rows0
+    row["masked_one_group_over_dense"] = ratio(entries.get("masked_one_group", {}).get("median_s"),
+                                               entries.get("dense_one_group", {}).get("median_s"))
+    return row
 
 
 def run_table(env: Env, args, section: str, api_name: str | None, bench_shape) -> dict:
@@ -733,7 +752,14 @@ def row_text(row: dict, dense: bool) -> str:
         line += (f" | {fmt(us(bw), '.1f')} {fmt(row['ratio_blockwise'], '.2f', 6)}"
                  f" | {fmt(us(pt), '.1f')} {fmt(row['ratio_per_tensor'], '.2f', 6)}")
     line += f" | {fmt(row['deepgemm_h200_tflops'], '.0f')} {fmt(row['vs_deepgemm_h200'], '.2f', 6)}"
-    notes = [f"{name}:{status_text(e)}" for name, e in res.items() if status_text(e)]
+    if row.get("dense_time_over_contiguous") is not None:
+        line += f" | dense same MNK {fmt(us(res['dense_same_mnk']), '.1f')} µs, contiguous/dense TFLOPS " \
+                f"{row['dense_time_over_contiguous']:.2f}"
+    if row.get("masked_one_group_over_dense") is not None:
+        line += f" | one group ({row['one_group_rows']} rows): masked {fmt(us(res['masked_one_group']), '.1f')} µs " \
+                f"/ dense {fmt(us(res['dense_one_group']), '.1f')} µs = {row['masked_one_group_over_dense']:.2f}"
+    notes = [f"{name}:{status_text(e)}" for name, e in res.items() if status_text(e) and name not in
+             ("dense_same_mnk", "masked_one_group", "dense_one_group")]
     return line + ("  " + "; ".join(notes) if notes else "")
 
 

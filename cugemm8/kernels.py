@@ -7,11 +7,21 @@ inline-asm operand list of BLOCK_N/2 accumulators, which the C preprocessor cann
 from __future__ import annotations
 
 import os
+import warnings
+from dataclasses import dataclass
+from typing import Mapping, Union
 
+from . import ffma as _ffma
 from . import jit
 from .heuristics import GEMM_TYPE_CODE, KernelConfig
 
 KERNEL_NAME = "cugemm8_fp8_gemm"
+
+# The FFMA interleave patch (cugemm8.ffma) applied by build() when the caller gives no ``ffma=``:
+# on or off, and its parameters. CUGEMM8_DISABLE_FFMA_INTERLEAVE=1 turns it off (=0 forces it on).
+FFMA_INTERLEAVE_DEFAULT = True
+FFMA_DEFAULT_FRACTION = 9 / 16
+FFMA_DEFAULT_KEEP_COMPILER_YIELDS = True
 
 
 def wgmma_wrapper(n: int) -> str:
@@ -53,10 +63,96 @@ def render(cfg: KernelConfig) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class FfmaSettings:
+    """How build() patches a cubin: hashable, so it can be part of a cache key."""
+    enabled: bool = True
+    fraction: float = FFMA_DEFAULT_FRACTION
+    keep_compiler_yields: bool = FFMA_DEFAULT_KEEP_COMPILER_YIELDS
+
+    def __post_init__(self):
+        if not isinstance(self.enabled, bool) or not isinstance(self.keep_compiler_yields, bool):
+            raise TypeError(f"enabled and keep_compiler_yields must be bool, got {self!r}")
+        if isinstance(self.fraction, bool) or not isinstance(self.fraction, (int, float)) \
+                or not 0.0 < self.fraction <= 1.0:
+            raise ValueError(f"fraction must be a number in (0, 1], got {self.fraction!r}")
+        object.__setattr__(self, "fraction", float(self.fraction))
+
+    @property
+    def patch_version(self) -> str:
+        """The JIT cache-key part: patched and unpatched cubins never share an entry."""
+        if not self.enabled:
+            return "off"
+        return f"{_ffma.PATCHER_VERSION};fraction={self.fraction!r};keep_compiler_yields={int(self.keep_compiler_yields)}"
+
+
+FfmaSpec = Union[None, FfmaSettings, Mapping]
+_FFMA_KEYS = {"enabled", "fraction", "keep_compiler_yields"}
+
+
 def ffma_interleave_enabled() -> bool:
-    return os.environ.get("CUGEMM8_DISABLE_FFMA_INTERLEAVE", "") in ("", "0")
+    """The default policy: FFMA_INTERLEAVE_DEFAULT unless CUGEMM8_DISABLE_FFMA_INTERLEAVE says otherwise."""
+    value = os.environ.get("CUGEMM8_DISABLE_FFMA_INTERLEAVE", "")
+    if value == "":
+        return FFMA_INTERLEAVE_DEFAULT
+    return value == "0"
 
 
-def build(cfg: KernelConfig) -> bytes:
-    """The cubin for `cfg` (cached in memory and on disk)."""
-    return jit.build(render(cfg), name=f"{KERNEL_NAME}.cu")
+def ffma_settings(ffma: FfmaSpec = None) -> FfmaSettings:
+    """``None``: the default policy (constants above and the environment); a mapping with any of
+    ``enabled``, ``fraction``, ``keep_compiler_yields`` (missing keys take the defaults, the
+    environment is not read); or an FfmaSettings."""
+    if isinstance(ffma, FfmaSettings):
+        return ffma
+    defaults = {"enabled": True, "fraction": FFMA_DEFAULT_FRACTION,
+                "keep_compiler_yields": FFMA_DEFAULT_KEEP_COMPILER_YIELDS}
+    if ffma is None:
+        return FfmaSettings(**{**defaults, "enabled": ffma_interleave_enabled()})
+    if isinstance(ffma, Mapping):
+        unknown = set(ffma) - _FFMA_KEYS
+        if unknown:
+            raise ValueError(f"unknown ffma settings {sorted(unknown)}; expected some of {sorted(_FFMA_KEYS)}")
+        return FfmaSettings(**{**defaults, **ffma})
+    raise TypeError(f"ffma must be None, a mapping or FfmaSettings, got {type(ffma).__name__}")
+
+
+def _print_patch() -> bool:
+    return os.environ.get("CUGEMM8_PRINT_FFMA_PATCH", "") not in ("", "0")
+
+
+_printed: set[tuple[str, str]] = set()   # (source, patch_version) already reported in this process
+
+
+def build(cfg: KernelConfig, *, ffma: FfmaSpec = None) -> bytes:
+    """The cubin for `cfg` (cached in memory and on disk), FFMA-patched per `ffma` (see ffma_settings)."""
+    settings = ffma_settings(ffma)
+    source, name = render(cfg), f"{KERNEL_NAME}.cu"
+    if not settings.enabled:
+        return jit.build(source, name=name, patch_version=settings.patch_version)
+    verbose = _print_patch()
+    ran = []
+
+    def patch(cubin: bytes) -> bytes:
+        ran.append(True)
+        if verbose:
+            print(f"cugemm8 ffma: patching {cfg} ({settings.patch_version})")
+        try:
+            return _ffma.interleave(cubin, settings.fraction, keep_compiler_yields=settings.keep_compiler_yields,
+                                    verbose=verbose)[0]
+        except _ffma.FfmaPatchError as exc:   # the patch is an optimization: never fail a kernel over it
+            warnings.warn(f"cugemm8: FFMA interleave left {cfg} unpatched: {exc}", RuntimeWarning, stacklevel=2)
+            return cubin
+
+    cubin = jit.build(source, name=name, patch=patch, patch_version=settings.patch_version)
+    key = (source, settings.patch_version)
+    if verbose and key not in _printed:
+        _printed.add(key)
+        if not ran:   # came from a cache: report by patching the unpatched cubin again (deterministic)
+            print(f"cugemm8 ffma: {cfg} ({settings.patch_version}) came from the JIT cache; its patch was:")
+            plain = jit.build(source, name=name, patch_version="off")
+            try:
+                _ffma.interleave(plain, settings.fraction, keep_compiler_yields=settings.keep_compiler_yields,
+                                 verbose=True)
+            except _ffma.FfmaPatchError as exc:
+                print(f"cugemm8 ffma: left unpatched: {exc}")
+    return cubin

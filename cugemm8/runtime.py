@@ -91,10 +91,11 @@ def _ensure_context(device: int, force: bool = False) -> None:
 
 
 class LoadedKernel:
-    def __init__(self, cfg: KernelConfig, device: int):
+    def __init__(self, cfg: KernelConfig, device: int, ffma: kernels.FfmaSpec = None):
         self.config = cfg
         self.device = device
-        cubin = kernels.build(cfg)
+        self.ffma = kernels.ffma_settings(ffma)   # the FFMA patch this module was built with
+        cubin = kernels.build(cfg, ffma=self.ffma)
         _ensure_context(device)
         with cupy.cuda.Device(device):
             self.module = _check(cu.cuModuleLoadData(cubin), "cuModuleLoadData")
@@ -105,18 +106,21 @@ class LoadedKernel:
                 cfg.smem_bytes), "cuFuncSetAttribute(max dynamic shared memory)")
 
 
-_kernels: dict[tuple[int, KernelConfig], LoadedKernel] = {}
+_kernels: dict[tuple[int, KernelConfig, kernels.FfmaSettings], LoadedKernel] = {}
 _kernels_lock = threading.Lock()
 
 
-def get_kernel(cfg: KernelConfig, device: int) -> LoadedKernel:
-    key = (device, cfg)
+def get_kernel(cfg: KernelConfig, device: int, ffma: kernels.FfmaSpec = None) -> LoadedKernel:
+    """The loaded kernel for `cfg`; `ffma` picks the FFMA patch (None: the default policy, see
+    kernels.ffma_settings)."""
+    settings = kernels.ffma_settings(ffma)
+    key = (device, cfg, settings)
     kern = _kernels.get(key)
     if kern is None:
         with _kernels_lock:
             kern = _kernels.get(key)
             if kern is None:
-                kern = _kernels[key] = LoadedKernel(cfg, device)
+                kern = _kernels[key] = LoadedKernel(cfg, device, settings)
     return kern
 
 
@@ -245,11 +249,12 @@ _MAX_LAUNCHERS = 1024
 
 
 def get_launcher(cfg: KernelConfig, device: int, grid: int, rows: int, a_ld: int, b_ld: int, sa_ld: int,
-                 d_ld: int, ptrs: tuple[int, int, int, int]) -> GemmLauncher:
-    key = (device, cfg, grid, rows, a_ld, b_ld, sa_ld, d_ld)
+                 d_ld: int, ptrs: tuple[int, int, int, int], ffma: kernels.FfmaSpec = None) -> GemmLauncher:
+    settings = kernels.ffma_settings(ffma)
+    key = (device, cfg, grid, rows, a_ld, b_ld, sa_ld, d_ld, settings)
     launcher = _launchers.get(key)
     if launcher is None:
-        kern = get_kernel(cfg, device)
+        kern = get_kernel(cfg, device, settings)
         with cupy.cuda.Device(device):
             launcher = GemmLauncher(kern, grid, rows, a_ld, b_ld, sa_ld, d_ld, ptrs)
         if len(_launchers) >= _MAX_LAUNCHERS:

@@ -30,9 +30,17 @@ def _tools_available() -> bool:
 needs_tools = pytest.mark.skipif(not _tools_available(), reason="cuobjdump/nvdisasm not installed")
 
 
+# Fixed configurations (not the heuristic's current picks, which move as it is tuned): one math
+# warpgroup (BLOCK_M=64, no compiler yields on the promotion FFMAs) and two (BLOCK_M=256).
+CONFIGS = {
+    "one_wg": heuristics.KernelConfig("normal", 2112, 7168, 1, 64, 16, 16, 1, 32),
+    "two_wg": heuristics.KernelConfig("normal", 7168, 16384, 1, 256, 128, 3, 2, 128),
+}
+
+
 @functools.lru_cache(maxsize=None)
 def _compile(name):
-    return kernels.jit.compile_cubin(kernels.render(heuristics.choose(*SHAPES[name]).config))
+    return kernels.jit.compile_cubin(kernels.render(CONFIGS[name]))
 
 
 @pytest.fixture(scope="module")
@@ -117,11 +125,14 @@ def test_elf_errors():
 
 
 @needs_tools
-@pytest.mark.parametrize("name, keep_compiler_yields", [("one_wg", True), ("two_wg", False)])
-def test_interleave_changes_only_ffma_control_bits(cubins, listings, name, keep_compiler_yields):
+@pytest.mark.parametrize("name, keep_compiler_yields, must_patch",
+                         [("one_wg", True, True), ("one_wg", False, True), ("two_wg", False, False)])
+def test_interleave_changes_only_ffma_control_bits(cubins, listings, name, keep_compiler_yields, must_patch):
+    # The two-warpgroup kernel's promotion FFMAs already carry ptxas's own yield pattern, so the rule
+    # may find nothing to change there; whatever it changes must still follow the invariants below.
     cubin = cubins[name]
     patched, count = ffma.interleave(cubin, keep_compiler_yields=keep_compiler_yields)
-    assert len(patched) == len(cubin) and count > 0
+    assert len(patched) == len(cubin) and (count > 0 or not must_patch)
     assert sass.section_headers(patched) == sass.section_headers(cubin)
 
     before, after = listings[name], sass.parse_listing(sass.disassemble(patched))
@@ -171,6 +182,8 @@ def test_interleave_pattern_one_wg(cubins):
     runs = ffma.ffma_runs(words)
     assert runs and count == sum(new != old for new, old in zip(new_words, words))
     for run in runs:
+        if any(not words[i][1] & sass.YIELD_BIT for i in run):
+            continue  # the compiler already yields in this run: the default patch leaves it alone
         considered = int(len(run) * 9 / 16)
         assert all(new_words[i] == words[i] for i in run[considered:])
         # Within the considered part, no two neighbours sharing Rb both keep the Rb reuse flag.
