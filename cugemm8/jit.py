@@ -47,11 +47,17 @@ def nvrtc_version() -> tuple[int, int]:
 
 @functools.lru_cache(maxsize=None)
 def _sources_digest() -> str:
+    """SHA-256 over every file under ``source_dir()`` (subfolders included: anything there may be
+    #included), each with its relative path. Computed once per process."""
+    root = source_dir()
     h = hashlib.sha256()
-    for path in sorted(source_dir().iterdir()):
-        if path.suffix in (".cuh", ".cu"):
-            h.update(path.name.encode())
-            h.update(path.read_bytes())
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        if "__pycache__" in rel.split("/"):
+            continue
+        data = path.read_bytes()
+        h.update(f"{rel}\0{len(data)}\0".encode())
+        h.update(data)
     return h.hexdigest()
 
 

@@ -19,6 +19,10 @@ for step in ${STEPS:-smoke tests bench}; do
                2>&1 | tee "$OUT/tests.log" | tail -40 ;;
     tune) timeout ${TUNE_TIMEOUT:-300} python3 scripts/tune.py --out "$OUT/tune.json" ${TUNE_ARGS:-} 2>&1 \
                | tee "$OUT/tune.log" ;;
+    ffma) timeout ${FFMA_TIMEOUT:-300} python3 scripts/ffma_ab.py --out "$OUT/ffma-ab.json" ${FFMA_ARGS:-} 2>&1 \
+               | tee "$OUT/ffma.log" | tail -50 ;;
+    sanitize) timeout ${SANITIZE_TIMEOUT:-420} python3 scripts/sanitize.py --out "$OUT/sanitize.json" 2>&1 \
+               | tee "$OUT/sanitize.log" | tail -30 ;;
     bench) timeout ${BENCH_TIMEOUT:-420} python3 -m cugemm8 bench --out "$OUT" ${BENCH_ARGS:-} 2>&1 \
                | tee "$OUT/bench.log" | tail -70 ;;
     esac
