@@ -12,7 +12,7 @@ RASTER_GROUP = 16                # n-blocks per rasterization band
 LAYOUTS = ("normal", "contiguous", "masked")
 GEMM_TYPE_CODE = {"normal": 0, "contiguous": 1, "masked": 2}
 CONTIGUOUS_M_ALIGNMENT = 128     # expert segments start at multiples of this (contiguous layout)
-MULTICAST_MIN_ROWS = 512         # rows (per group) from which CTA pairs may multicast A
+MULTICAST_MIN_ROWS = 512         # rows (per group) from which CTA pairs multicast A
 
 
 @dataclass(frozen=True)
@@ -86,49 +86,6 @@ def _stages(block_m: int, block_n: int, k: int) -> int:
     return 0
 
 
-# Cost model. Its constants are effective rates fitted (least squares on log time) to a sweep of
-# ~450 (shape, configuration) timings on an H200 (bench/results/tune-h200-*.json, NOTES.md); on that
-# sweep its choices are 4% slower than the best measured configuration (geometric mean). The
-# predicted time is a soft maximum of three limits, plus a fixed launch and ramp cost:
-#   * a CTA's critical path: per k-block, the largest of the tensor-core time, the shared-memory
-#     traffic through the SM (each 64-row slab's wgmma reads its A rows and all of B; TMA writes A
-#     and B) and the latency chain MMA -> wait -> promotion; times k-blocks, times waves of tiles;
-#   * L2 -> SM traffic: A re-read once per n-block (halved by multicast), B once per m-block;
-#   * DRAM traffic: each operand once and the output.
-COST_MMA_RATE = 16e12         # FLOP/s of one SM's tensor cores
-COST_SMEM_BW = 165e9          # bytes/s through one SM's shared memory
-COST_LAT_ONE_ACC = 0.20e-6    # s per k-block and slab: MMA latency + promotion, one accumulator
-COST_LAT_PING_PONG = 0.21e-6  # the same with two accumulators, for one warpgroup alone
-COST_WIDE_TILE = 1.2          # BLOCK_N > 128 (one accumulator per warpgroup) runs this much slower
-COST_L2_BW = 11e12            # bytes/s, L2 -> SMs
-COST_DRAM_BW = 2.6e12         # bytes/s, effective
-COST_FIXED = 5e-6             # s
-COST_SOFTMAX_POWER = 6        # limits combine as (a^p + b^p + c^p)^(1/p): close limits both count
-
-
-def predicted_seconds(m: int, n: int, k: int, groups: int, bm: int, bn: int, cluster: int, num_sms: int) -> float:
-    """The cost model's time for `groups` GEMMs of [m, k] x [n, k]^T with this tiling."""
-    m_blocks, n_blocks, k_blocks = ceil_div(m, bm), ceil_div(n, bn), ceil_div(k, BLOCK_K)
-    waves = ceil_div(m_blocks * n_blocks * groups, num_sms)
-    math_wgs = 1 if bm == 64 else 2
-    slabs = bm // 64
-    ping_pong = slabs == math_wgs and bn <= 128
-    mma = bm * bn * BLOCK_K * 2 / COST_MMA_RATE
-    smem = (slabs * (64 + bn) + bm + bn) * BLOCK_K / COST_SMEM_BW
-    latency = COST_LAT_PING_PONG if ping_pong else COST_LAT_ONE_ACC
-    if math_wgs == 1 and not ping_pong:
-        per_kblock = max(mma + latency, smem)  # one warpgroup, one accumulator: MMA, then promotion
-    else:
-        per_kblock = max(mma, smem, latency * (slabs // math_wgs))
-        if bn > 128:
-            per_kblock *= COST_WIDE_TILE
-    critical_path = waves * k_blocks * per_kblock
-    l2 = groups * k * (n_blocks * m_blocks * bm / cluster + m_blocks * n_blocks * bn) / COST_L2_BW
-    dram = groups * (m * k + n * k + 2 * m * n) / COST_DRAM_BW
-    p = COST_SOFTMAX_POWER
-    return (critical_path ** p + l2 ** p + dram ** p) ** (1 / p) + COST_FIXED
-
-
 @functools.lru_cache(maxsize=4096)
 def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -> LaunchPlan:
     """Configuration for D[m, n] = A[m, k] B[n, k]^T (per group). `m` is the rows per group for the
@@ -148,17 +105,21 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
             stages = _stages(bm, bn, k)
             if stages < min(3, ceil_div(k, BLOCK_K)):
                 continue
-            # Multicast pairs need an even number of n-blocks (every rasterization band is then even).
-            # Measured (and worth it) only from MULTICAST_MIN_ROWS rows per group.
-            multicast_ok = m >= MULTICAST_MIN_ROWS and ceil_div(n, bn) % 2 == 0 and num_sms >= 2
-            for cluster in ((1, 2) if multicast_ok else (1,)):
-                t = predicted_seconds(m, n, k, groups, bm, bn, cluster, num_sms)
-                score = (t, bm, bn, cluster)
-                if best is None or score < best[0]:
-                    best = (score, bm, bn, stages, cluster)
+            tiles = ceil_div(m, bm) * ceil_div(n, bn) * groups
+            waves = ceil_div(tiles, num_sms)
+            last = tiles - (waves - 1) * num_sms
+            # Fewer waves first; then a fuller last wave; then less area computed past the problem's
+            # edges; then larger tiles (fewer operand re-reads per FLOP); then narrower.
+            waste = ceil_div(m, bm) * bm * ceil_div(n, bn) * bn
+            score = (waves, -last, waste, -(bm * bn), bn)
+            if best is None or score < best[0]:
+                best = (score, bm, bn, stages)
     assert best is not None
-    _, bm, bn, stages, cluster = best
+    _, bm, bn, stages = best
     tiles = ceil_div(m, bm) * ceil_div(n, bn) * groups
+    # TMA multicast of A across CTA pairs (halves A's L2 -> SM traffic) from MULTICAST_MIN_ROWS rows
+    # per group; pairs need an even number of n-blocks (every rasterization band is then even).
+    cluster = 2 if m >= MULTICAST_MIN_ROWS and ceil_div(n, bn) % 2 == 0 and num_sms >= 2 else 1
     config = KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=bm, block_n=bn,
                           stages=stages, num_math_wg=1 if bm == 64 else 2, swizzle_d=swizzle_for(bn),
                           cluster=cluster)
