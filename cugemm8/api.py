@@ -42,7 +42,8 @@ _MAX_PREPARED = 4096
 
 
 def _key(layout: str, device: int, arrays: tuple, extra=None) -> tuple:
-    parts = [layout, device, extra]
+    # The SM cap (set_num_sms) decides the grid, so it is part of the key.
+    parts = [layout, device, extra, runtime._num_sms_override.get(device)]
     for x in arrays:
         if x is None:
             parts.append(None)
@@ -87,14 +88,19 @@ def _prepare(key: tuple, layout: str, device: int, plan_m: int, rows: int, n: in
 
 
 def _run(prep: _Prepared, a, a_scale, b, b_scale, out, layout_ptr: int, stream):
+    stream_ptr = _stream_ptr(stream)  # checked before anything (the scale conversion) is launched
     if out is None:
         out = cupy.empty(prep.out_shape, dtype=BF16)
     if prep.launcher is None:
         return out
     if prep.convert_a_scale:
-        a_scale = get_col_major_tma_aligned_tensor(a_scale)
+        if stream is None:
+            a_scale = get_col_major_tma_aligned_tensor(a_scale)
+        else:
+            with cupy.cuda.ExternalStream(stream_ptr):
+                a_scale = get_col_major_tma_aligned_tensor(a_scale)
     prep.launcher.launch(a.data.ptr, b.data.ptr, a_scale.data.ptr, out.data.ptr, b_scale.data.ptr, layout_ptr,
-                         _stream_ptr(stream))
+                         stream_ptr)
     return out
 
 
@@ -128,8 +134,8 @@ def m_grouped_matmul_contiguous(a, a_scale, b, b_scale, m_indices, *, out=None, 
 
     a: uint8 [sum M, K]; b: uint8 [G, N, K]; b_scale: float32 [G, ceil(N/128), ceil(K/128)];
     m_indices: int32 [sum M], -1 on padding rows (those rows of D come out as zeros). Each expert's
-    segment starts at a multiple of get_m_alignment_for_contiguous_layout(); the expert of a
-    128-row block is read from its first row."""
+    segment starts at a multiple of get_m_alignment_for_contiguous_layout(); the expert of each
+    block of rows the kernel works on (64 or 128) is read from the block's first row."""
     arrays = _device_arrays(_CONTIGUOUS_NAMES, (a, a_scale, b, b_scale, m_indices, out))
     device = _get_device()
     key = _key("contiguous", device, arrays)

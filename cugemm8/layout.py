@@ -16,6 +16,11 @@ _FLOAT32 = np.dtype(np.float32)
 
 def get_tma_aligned_size(x: int, element_size: int) -> int:
     """Round ``x`` up so that ``x * element_size`` is a multiple of 16 bytes."""
+    for name, v in (("x", x), ("element_size", element_size)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{name} must be an int; got {type(v).__name__}")
+    if x < 0:
+        raise ValueError(f"x must be non-negative; got {x}")
     if element_size <= 0 or 16 % element_size:
         raise ValueError(f"element_size must divide 16; got {element_size}")
     align = 16 // element_size

@@ -54,13 +54,29 @@ def require_hopper(device: int) -> None:
 _num_sms_override: dict[int, int] = {}
 
 
+def _device_arg(device) -> int:
+    if device is None:
+        return cupy.cuda.runtime.getDevice()
+    if isinstance(device, bool) or not isinstance(device, int):
+        raise TypeError(f"device must be an int device index or None; got {type(device).__name__}")
+    if device < 0:
+        raise ValueError(f"device must be a non-negative device index; got {device}")
+    try:
+        device_properties(device)
+    except cupy.cuda.runtime.CUDARuntimeError as exc:
+        raise ValueError(f"device {device} is not a visible GPU ({exc})") from exc
+    return device
+
+
 def get_num_sms(device: int | None = None) -> int:
-    dev = cupy.cuda.runtime.getDevice() if device is None else device
+    """SMs the GEMMs use on `device` (default: the current device)."""
+    dev = _device_arg(device)
     return _num_sms_override.get(dev) or device_properties(dev)["num_sms"]
 
 
 def set_num_sms(num_sms: int, device: int | None = None) -> None:
-    dev = cupy.cuda.runtime.getDevice() if device is None else device
+    """Cap the SMs the GEMMs use on `device` (default: the current device)."""
+    dev = _device_arg(device)
     total = device_properties(dev)["num_sms"]
     if isinstance(num_sms, bool) or not isinstance(num_sms, int):
         raise TypeError(f"num_sms must be an int, got {type(num_sms).__name__}")

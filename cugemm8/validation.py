@@ -62,7 +62,7 @@ def as_device_array(x, name: str):
                 return cupy.asarray(x)
             if hasattr(x, "__dlpack__"):
                 return cupy.from_dlpack(x)
-        except (TypeError, ValueError, BufferError) as exc:
+        except Exception as exc:  # a malformed foreign array can raise anything (KeyError, RuntimeError, ...)
             raise TypeError(f"{name} could not be taken as a CUDA device array ({exc}); "
                             f"got {_type_name(x)}") from exc
     raise TypeError(f"{name} must be a CUDA device array (cupy, or anything with "
