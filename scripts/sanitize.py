@@ -39,7 +39,9 @@ sys.path.insert(0, str(REPO))
 
 TOOLS = ("memcheck", "racecheck", "synccheck")
 BUDGET_SHARE = {"memcheck": 0.35, "racecheck": 0.42, "synccheck": 0.23}
-SUMMARY_RE = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+errors?")
+# memcheck/synccheck end with "ERROR SUMMARY: N errors"; racecheck with
+# "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)".
+SUMMARY_RE = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+errors?|RACECHECK SUMMARY:.*?\((\d+) errors?")
 CONTIGUOUS_ALIGN = 128
 
 # DESIGN.md section 6, used only if cugemm8.bench cannot be imported.
@@ -335,8 +337,11 @@ def find_sanitizer(explicit: str | None) -> str | None:
 
 
 def run_tool(sanitizer: str, tool: str, cases_file: Path, log: Path, timeout: float, tiny: bool) -> dict:
-    cmd = [sanitizer, "--tool", tool, "--error-exitcode", "1", sys.executable, str(Path(__file__).resolve()),
-           "--child", str(cases_file)] + (["--tiny"] if tiny else [])
+    # Host API errors are not reported: the only ones seen (H200, driver 580) were cuda-bindings'
+    # cuGetProcAddress probes for entry points the driver lacks, at import. Kernel launch failures
+    # still fail the case (the child checks every call's result).
+    cmd = [sanitizer, "--tool", tool, "--report-api-errors", "no", "--error-exitcode", "1", sys.executable,
+           str(Path(__file__).resolve()), "--child", str(cases_file)] + (["--tiny"] if tiny else [])
     env = dict(os.environ, PYTHONUNBUFFERED="1",
                PYTHONPATH=os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p))
     t0 = time.monotonic()
@@ -353,7 +358,7 @@ def run_tool(sanitizer: str, tool: str, cases_file: Path, log: Path, timeout: fl
             rc = proc.wait()
     seconds = time.monotonic() - t0
     text = log.read_text(errors="replace")
-    counts = [int(c) for c in SUMMARY_RE.findall(text)]
+    counts = [int(a or b) for a, b in SUMMARY_RE.findall(text)]
     done = len(re.findall(r"^sanitize-case \d+/\d+ ", text, re.M))
     failed_cases = re.findall(r"^sanitize-case \d+/\d+ FAIL .*$", text, re.M)
     return {"errors": sum(counts) if counts else None, "summary_found": bool(counts), "exit_code": rc,
