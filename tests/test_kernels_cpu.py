@@ -91,7 +91,7 @@ def test_smem_formula_matches_kernel_layout():
 def test_heuristic_against_measured_sweep():
     """The heuristic against a measured sweep of every candidate configuration (H200, NOTES.md): its
     pick for each benchmark shape must be within 20% of the best measured configuration, and within
-    6% on average (3.8% when the sweep was taken)."""
+    6% on average (2.6% when the sweep was taken)."""
     import glob
     import json
     import math
@@ -106,4 +106,4 @@ def test_heuristic_against_measured_sweep():
         best = min(rows.values())
         assert mine <= 1.2 * best, (r["m"], r["n"], r["k"], cfg, mine, best)
         losses.append(math.log(mine / best))
-    assert math.exp(sum(losses) / len(losses)) <= 1.06
+    assert math.exp(sum(losses) / len(losses)) <= 1.04
