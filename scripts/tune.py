@@ -8,6 +8,7 @@ median)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -26,7 +27,14 @@ DENSE = [(m, n, k) for m in (64, 128, 4096)
          for n, k in ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))]
 
 
+RASTERS = (heuristics.RASTER_GROUP,)
+
+
 def candidates(m: int, n: int, k: int) -> list[KernelConfig]:
+    if len(RASTERS) > 1:  # raster sweep: only the heuristic's tile, every band width and cluster
+        base = heuristics.choose("normal", m, n, k, 1, 132).config
+        return [dataclasses.replace(base, raster_group=r, cluster=c) for r in RASTERS for c in (1, 2)
+                if c == 1 or base.num_n_blocks % 2 == 0]
     out = []
     for bm in (64, 128, 256):
         if bm > 64 and m <= 64:
@@ -51,7 +59,11 @@ def main() -> None:
     ap.add_argument("--shapes", default="dense", choices=("dense", "small", "large"))
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--raster", default=None, help="comma-separated band widths to sweep (with the picked tile)")
     args = ap.parse_args()
+    if args.raster:
+        global RASTERS
+        RASTERS = tuple(int(v) for v in args.raster.split(","))
     shapes = {"dense": DENSE, "small": [s for s in DENSE if s[0] <= 128],
               "large": [s for s in DENSE if s[0] > 128]}[args.shapes]
     sms = cugemm8.get_num_sms()
@@ -98,12 +110,17 @@ def main() -> None:
                 times.append(cupy.cuda.get_elapsed_time(start, end) * 1e3)
             us = statistics.median(times)
             rows.append({"block_m": cfg.block_m, "block_n": cfg.block_n, "stages": cfg.stages, "cluster": cfg.cluster,
-                         "us": us,
+                         "raster": cfg.raster_group, "us": us,
                          "tflops": 2 * m * n * k / us / 1e6, "ok": ok, "picked": cfg == pick.config})
         rows.sort(key=lambda r: r["us"])
         best = rows[0]
         mine = next(r for r in rows if r["picked"]) if any(r["picked"] for r in rows) else None
         results.append({"m": m, "n": n, "k": k, "rows": rows})
+        if len(RASTERS) > 1:
+            print(f"{m:5d} {n:6d} {k:6d}  " + "  ".join(f"r{r['raster']}c{r['cluster']}:{r['us']:.1f}"
+                                                        for r in sorted(rows, key=lambda r: (r['raster'], r['cluster']))),
+                  flush=True)
+            continue
         print(f"{m:5d} {n:6d} {k:6d}  best {best['block_m']:3d}x{best['block_n']:3d}x{best['stages']:2d}c{best['cluster']} "
               f"{best['us']:8.1f}us {best['tflops']:6.0f}TF  "
               + (f"pick {mine['block_m']}x{mine['block_n']}x{mine['stages']}c{mine['cluster']} {mine['us']:8.1f}us "
