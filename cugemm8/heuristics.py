@@ -8,11 +8,10 @@ from dataclasses import dataclass
 SMEM_CAPACITY = 232_448          # bytes of dynamic shared memory a Hopper CTA may opt into
 BLOCK_K = 128
 MAX_STAGES = 16               # running stage counters: no unrolling cost per stage
-RASTER_GROUP = 16                # n-blocks per rasterization band
+RASTER_GROUP = 8                 # n-blocks per rasterization band (8 beat 16 by 4-5% at N=7168, M=4096)
 LAYOUTS = ("normal", "contiguous", "masked")
 GEMM_TYPE_CODE = {"normal": 0, "contiguous": 1, "masked": 2}
 CONTIGUOUS_M_ALIGNMENT = 128     # expert segments start at multiples of this (contiguous layout)
-MULTICAST_MIN_ROWS = 512         # rows (per group) from which CTA pairs multicast A
 
 
 @dataclass(frozen=True)
@@ -119,9 +118,11 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
     assert best is not None
     _, bm, bn, stages = best
     tiles = ceil_div(m, bm) * ceil_div(n, bn) * groups
-    # TMA multicast of A across CTA pairs (halves A's L2 -> SM traffic) from MULTICAST_MIN_ROWS rows
-    # per group; pairs need an even number of n-blocks (every rasterization band is then even).
-    cluster = 2 if m >= MULTICAST_MIN_ROWS and ceil_div(n, bn) % 2 == 0 and num_sms >= 2 else 1
+    # No TMA multicast: CTA pairs sharing A through a cluster of 2 measured 3-5% slower on every
+    # large benchmark shape (bench/results/raster-cluster-*.json): these kernels are not L2-bound,
+    # and a pair advances at the pace of its slower CTA. (KernelConfig.cluster=2 stays available and
+    # tested.)
+    cluster = 1
     config = KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=bm, block_n=bn,
                           stages=stages, num_math_wg=1 if bm == 64 else 2, swizzle_d=swizzle_for(bn),
                           cluster=cluster)

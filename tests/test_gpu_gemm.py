@@ -207,3 +207,47 @@ def test_masked_cuda_graph_replay_reads_masked_m_on_device():
             if r:
                 check_against_reference(out[g, :r], a[g, :r], sa[g, :r], b[g], sb[g], x[g, :r], w[g])
             assert bool((out[g, r:].view(cupy.uint16) == 0).all())
+
+
+# ----------------------------------------------------------------------------- TMA multicast
+def _launch(cfg, a, sa, b, sb, out, rows, layout_ptr=0):
+    """Run one explicit configuration (the heuristic does not pick clusters of 2 at present)."""
+    from cugemm8 import runtime
+    from cugemm8.layout import get_tma_aligned_size
+
+    sms = cugemm8.get_num_sms()
+    grid = sms - sms % cfg.cluster
+    launcher = runtime.get_launcher(cfg, cupy.cuda.runtime.getDevice(), grid, rows, a.strides[-2], b.strides[-2],
+                                    get_tma_aligned_size(rows, 4), out.strides[-2] // 2,
+                                    (a.data.ptr, b.data.ptr, sa.data.ptr, out.data.ptr))
+    launcher.launch(a.data.ptr, b.data.ptr, sa.data.ptr, out.data.ptr, sb.data.ptr, layout_ptr,
+                    cupy.cuda.get_current_stream().ptr)
+
+
+@pytest.mark.parametrize("bm, bn", [(256, 128), (128, 96), (64, 64)])
+def test_multicast_cluster_of_two_dense(bm, bn):
+    from cugemm8.heuristics import KernelConfig, _stages, swizzle_for
+
+    m, n, k = 1000, 8 * bn, 1040  # an even number of n-blocks; partial m- and k-blocks
+    cfg = KernelConfig("normal", n, k, 1, bm, bn, _stages(bm, bn, k), 1 if bm == 64 else 2, swizzle_for(bn),
+                       cluster=2)
+    x, w, a, sa, b, sb = make_dense(m, n, k, seed=bm + bn)
+    out = poisoned((m, n))
+    _launch(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out, m)
+    check_against_reference(out, a, sa, b, sb, x, w)
+
+
+def test_multicast_cluster_of_two_masked():
+    from cugemm8.heuristics import KernelConfig, _stages, swizzle_for
+
+    groups, max_m, n, k = 3, 300, 512, 1024
+    cfg = KernelConfig("masked", n, k, groups, 256, 128, _stages(256, 128, k), 2, swizzle_for(128), cluster=2)
+    x, w, a, sa, b, sb = make_masked(groups, max_m, n, k, seed=11)
+    masked = [300, 17, 0]
+    out = poisoned((groups, max_m, n))
+    mm = cupy.asarray(np.array(masked, dtype=np.int32))
+    _launch(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out, max_m, mm.data.ptr)
+    for g, r in enumerate(masked):
+        assert bool((out[g, r:].view(cupy.uint16) == 0xFFFF).all())
+        if r:
+            check_against_reference(out[g, :r], a[g, :r], sa[g, :r], b[g], sb[g], x[g, :r], w[g])

@@ -28,6 +28,13 @@ def picked_configs():
             configs.add(heuristics.choose("contiguous", g * m, n, k, g, sms).config)
         for g, m, n, k in MASKED:
             configs.add(heuristics.choose("masked", m, n, k, g, sms).config)
+    # Multicast (clusters of 2) is not picked by the heuristic at present; compile the configurations
+    # the GPU tier runs explicitly (tests/test_gpu_gemm.py::test_multicast_*).
+    for bm, bn in ((256, 128), (128, 96), (64, 64)):
+        configs.add(heuristics.KernelConfig("normal", 8 * bn, 1040, 1, bm, bn, heuristics._stages(bm, bn, 1040),
+                                            1 if bm == 64 else 2, heuristics.swizzle_for(bn), cluster=2))
+    configs.add(heuristics.KernelConfig("masked", 512, 1024, 3, 256, 128, heuristics._stages(256, 128, 1024), 2,
+                                        heuristics.swizzle_for(128), cluster=2))
     return sorted(configs, key=repr)
 
 
@@ -49,6 +56,7 @@ def test_config_compiles_with_expected_sass(cfg, compiled):
     assert any(op.startswith("QGMMA.64x%dx32.F32.E4M3.E4M3" % cfg.block_n) for op in ops), "no FP8 wgmma"
     assert "USETMAXREG" in names, "setmaxnreg missing"
     assert "UTMALDG" in names and "UTMASTG" in names, "TMA loads/stores missing"
+    assert (cfg.cluster == 2) == any(op.startswith("UTMALDG.2D.MULTICAST") for op in ops), "multicast loads"
     assert not names & {"LDL", "STL"}, "local memory (spills) in the kernel"
     usage = sass.resource_usage(cubin)
     kern = usage[kernels.KERNEL_NAME]
