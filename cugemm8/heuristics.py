@@ -3,11 +3,13 @@ pure (no GPU needed): the same (layout, M, N, K, groups, SMs) always gives the s
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 SMEM_CAPACITY = 232_448          # bytes of dynamic shared memory a Hopper CTA may opt into
 BLOCK_K = 128
 MAX_STAGES = 16               # running stage counters: no unrolling cost per stage
+FULL_WAVE = 0.8                  # a last wave this full counts as full (tile efficiency matters more)
 RASTER_GROUP = 8                 # n-blocks per rasterization band (8 beat 16 by 4-5% at N=7168, M=4096)
 LAYOUTS = ("normal", "contiguous", "masked")
 GEMM_TYPE_CODE = {"normal": 0, "contiguous": 1, "masked": 2}
@@ -107,12 +109,14 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
             tiles = ceil_div(m, bm) * ceil_div(n, bn) * groups
             waves = ceil_div(tiles, num_sms)
             last = tiles - (waves - 1) * num_sms
-            # Fewer waves first; then a fuller last wave; then less area computed past the problem's
-            # edges; then larger tiles (fewer operand re-reads per FLOP); then wider ones: each
-            # 64-row slab's wgmma re-reads A's rows from shared memory per n-block, so a wider N
-            # moves fewer bytes per FLOP (measured: 128x192 beats 256x96 by 10% at 4096x2112x7168).
             waste = ceil_div(m, bm) * bm * ceil_div(n, bn) * bn
-            score = (waves, -last, waste, -(bm * bn), -bn)
+            # In order (each step measured on the H200 sweep, NOTES.md v5):
+            # 1. fewer waves; 2. a fuller last wave, any wave FULL_WAVE full counting as full;
+            # 3. less area computed past the problem's edges; 4. larger tiles (fewer operand
+            # re-reads per FLOP); 5. no 16-wide wgmmas (too short to hide their issue and wait);
+            # 6. BLOCK_M=128: each math warpgroup has one 64-row slab and two accumulators;
+            # 7. wider N: a slab's wgmma re-reads its A rows per n-block, so wider moves fewer bytes.
+            score = (waves, -min(last, math.ceil(FULL_WAVE * num_sms)), waste, -(bm * bn), bn < 32, bm != 128, -bn)
             if best is None or score < best[0]:
                 best = (score, bm, bn, stages)
     assert best is not None

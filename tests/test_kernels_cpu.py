@@ -98,8 +98,8 @@ def test_smem_formula_matches_kernel_layout():
 
 def test_heuristic_against_measured_sweep():
     """The heuristic against a measured sweep of every candidate configuration (H200, NOTES.md): its
-    pick for each benchmark shape must be within 20% of the best measured configuration, and within
-    6% on average (2.6% when the sweep was taken)."""
+    pick for each benchmark shape must be within 10% of the best measured configuration, and within
+    3% on average (0.9% when the heuristic was set; 3.8% for DeepGEMM's rule)."""
     import glob
     import json
     import math
@@ -112,6 +112,6 @@ def test_heuristic_against_measured_sweep():
         rows = {(x["block_m"], x["block_n"], x["cluster"]): x["us"] for x in r["rows"]}
         mine = rows[(cfg.block_m, cfg.block_n, cfg.cluster)]
         best = min(rows.values())
-        assert mine <= 1.2 * best, (r["m"], r["n"], r["k"], cfg, mine, best)
+        assert mine <= 1.1 * best, (r["m"], r["n"], r["k"], cfg, mine, best)
         losses.append(math.log(mine / best))
-    assert math.exp(sum(losses) / len(losses)) <= 1.04
+    assert math.exp(sum(losses) / len(losses)) <= 1.03
