@@ -319,31 +319,26 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                         release(st);
                         promote(fin[0], d, sc[0]);
                     };
-                    wait_stage(0, scale0);
-                    issue_mma(acc[0], 0);
-                    stage0 = stage;
-                    advance();
+                    // Waits for k-block kb's stage, issues its MMAs into `d`, remembers the stage.
+                    auto start = [&](uint32_t kb, float (&d)[kBlockN / 2], float (&sc)[kWaves][4], uint32_t& st) {
+                        wait_stage(kb, sc);
+                        issue_mma(d, 0);
+                        st = stage;
+                        advance();
+                    };
+                    start(0, acc[0], scale0, stage0);
                     uint32_t kb = 1;
 #pragma unroll 1
                     for (; kb + 1 < kNumKBlocks; kb += 2) {
-                        wait_stage(kb, scale1);
-                        issue_mma(acc[1], 0);
-                        stage1 = stage;
-                        advance();
+                        start(kb, acc[1], scale1, stage1);
                         wgmma_wait<1>();
                         retire(acc[0], scale0, stage0);
-                        wait_stage(kb + 1, scale0);
-                        issue_mma(acc[0], 0);
-                        stage0 = stage;
-                        advance();
+                        start(kb + 1, acc[0], scale0, stage0);
                         wgmma_wait<1>();
                         retire(acc[1], scale1, stage1);
                     }
                     if (kb < kNumKBlocks) {
-                        wait_stage(kb, scale1);
-                        issue_mma(acc[1], 0);
-                        stage1 = stage;
-                        advance();
+                        start(kb, acc[1], scale1, stage1);
                         wgmma_wait<1>();
                         retire(acc[0], scale0, stage0);
                         wgmma_wait<0>();
