@@ -264,6 +264,23 @@ def check_dense(a, a_scale, b, b_scale, out, device: int) -> tuple:
     return m, n, k, kind
 
 
+def _grouped_rest(a, a_scale, b, b_scale, index, index_name: str, out, k: int, nb: int, kb: int,
+                  device: int) -> str:
+    """The checks the two grouped layouts share (after their shapes): b's rows, the scale layouts,
+    the int32 index array (m_indices or masked_m) and the devices. Returns a_scale's kind."""
+    if not _groups_ok(b, k):
+        _tma_operand(b, "b", 1)
+    kind = "aligned" if is_tma_aligned(a_scale) else _a_scale_kind(a_scale, "a_scale")
+    if not (b_scale.strides == (nb * kb, kb, 1) and not b_scale.ptr & 3):
+        _contiguous(b_scale, "b_scale", 4)
+    if not (index.strides == (1,) and not index.ptr & 3):
+        _contiguous(index, index_name, 4)
+    if not (a.device == a_scale.device == b.device == b_scale.device == index.device == device
+            and (out is None or out.device == device)):
+        _devices(device, **{"a": a, "a_scale": a_scale, "b": b, "b_scale": b_scale, index_name: index, "out": out})
+    return kind
+
+
 def check_contiguous(a, a_scale, b, b_scale, m_indices, out, device: int) -> tuple:
     """``m_grouped_matmul_contiguous``: returns (m, n, k, num_groups, a_scale_kind); m is sum M."""
     if not (type(a) is ArrayInfo and a.dtype in FP8_DTYPES and len(a.shape) == 2):
@@ -299,16 +316,7 @@ def check_contiguous(a, a_scale, b, b_scale, m_indices, out, device: int) -> tup
             _tma_operand(out, "out", 2)
     if m and not _rows_ok(a, k, 16):
         _tma_operand(a, "a", 1)
-    if not _groups_ok(b, k):
-        _tma_operand(b, "b", 1)
-    kind = "aligned" if is_tma_aligned(a_scale) else _a_scale_kind(a_scale, "a_scale")
-    if not (b_scale.strides == (nb * kb, kb, 1) and not b_scale.ptr & 3):
-        _contiguous(b_scale, "b_scale", 4)
-    if not (m_indices.strides == (1,) and not m_indices.ptr & 3):
-        _contiguous(m_indices, "m_indices", 4)
-    if not (a.device == a_scale.device == b.device == b_scale.device == m_indices.device == device
-            and (out is None or out.device == device)):
-        _devices(device, a=a, a_scale=a_scale, b=b, b_scale=b_scale, m_indices=m_indices, out=out)
+    kind = _grouped_rest(a, a_scale, b, b_scale, m_indices, "m_indices", out, k, nb, kb, device)
     return m, n, k, groups, kind
 
 
@@ -368,14 +376,5 @@ def check_masked(a, a_scale, b, b_scale, masked_m, expected_m, out, device: int)
             _masked_out(out, n)
     if max_m and not _groups_ok(a, k):
         _tma_operand(a, "a", 1)
-    if not _groups_ok(b, k):
-        _tma_operand(b, "b", 1)
-    kind = "aligned" if is_tma_aligned(a_scale) else _a_scale_kind(a_scale, "a_scale")
-    if not (b_scale.strides == (nb * kb, kb, 1) and not b_scale.ptr & 3):
-        _contiguous(b_scale, "b_scale", 4)
-    if not (masked_m.strides == (1,) and not masked_m.ptr & 3):
-        _contiguous(masked_m, "masked_m", 4)
-    if not (a.device == a_scale.device == b.device == b_scale.device == masked_m.device == device
-            and (out is None or out.device == device)):
-        _devices(device, a=a, a_scale=a_scale, b=b, b_scale=b_scale, masked_m=masked_m, out=out)
+    kind = _grouped_rest(a, a_scale, b, b_scale, masked_m, "masked_m", out, k, nb, kb, device)
     return max_m, n, k, groups, kind
