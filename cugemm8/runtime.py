@@ -13,6 +13,7 @@ from cuda.bindings import driver as cu
 
 from . import kernels
 from .heuristics import KernelConfig
+from .layout import get_tma_aligned_size
 
 _SUCCESS = cu.CUresult.CUDA_SUCCESS
 _ERROR_INVALID_CONTEXT = int(cu.CUresult.CUDA_ERROR_INVALID_CONTEXT)
@@ -277,3 +278,27 @@ def get_launcher(cfg: KernelConfig, device: int, grid: int, rows: int, a_ld: int
             _launchers.pop(next(iter(_launchers)))
         _launchers[key] = launcher
     return launcher
+
+
+def bind(cfg: KernelConfig, a, a_scale, b, b_scale, out, *, layout=None, grid: int | None = None, ffma=None):
+    """A callable that launches one explicit configuration on these arrays, for tools and tests (the
+    API chooses and caches its own). `a_scale` must be in the TMA-aligned layout; `layout` is
+    m_indices or masked_m for the grouped layouts. `run(out=other)` writes another output of the same
+    shape and strides; `run.launcher` is the GemmLauncher."""
+    device = a.data.device_id
+    rows = a.shape[-2]  # masked: max_m
+    if grid is None:
+        sms = get_num_sms(device)
+        tiles = -(-rows // cfg.block_m) * cfg.num_n_blocks
+        grid = sms if cfg.layout == "masked" else min(sms, tiles)
+        grid -= grid % cfg.cluster
+    launcher = get_launcher(cfg, device, grid, rows, a.strides[-2], b.strides[-2], get_tma_aligned_size(rows, 4),
+                            out.strides[-2] // 2, (a.data.ptr, b.data.ptr, a_scale.data.ptr, out.data.ptr), ffma=ffma)
+    layout_ptr = 0 if layout is None else layout.data.ptr
+
+    def run(out=out, stream_ptr: int | None = None) -> None:
+        launcher.launch(a.data.ptr, b.data.ptr, a_scale.data.ptr, out.data.ptr, b_scale.data.ptr, layout_ptr,
+                        cupy.cuda.get_current_stream().ptr if stream_ptr is None else stream_ptr)
+
+    run.launcher = launcher
+    return run

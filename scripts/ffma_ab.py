@@ -7,7 +7,7 @@
 
 For every shape of DESIGN.md §6 the heuristic's configuration is built once per variant (patch off,
 the default patch, fraction 1.0, keep_compiler_yields=False, both) and launched through
-runtime.get_launcher(..., ffma=variant) on the same inputs. Before timing, every variant's output is
+runtime.bind(..., ffma=variant) on the same inputs. Before timing, every variant's output is
 compared bit for bit with the unpatched kernel's (the patch changes scheduling hints only), and the
 unpatched output is checked against the FP32 product (calc_diff). Timing follows the benchmark
 protocol: a 1 GiB memset (L2 flush) before each timed call, CUDA events around it, the median of
@@ -202,7 +202,6 @@ class Bench:
     def run_shape(self, shape: Shape, variants: list, reps: int) -> dict:
         cp = self.cp
         from cugemm8.api import BF16
-        from cugemm8.layout import get_tma_aligned_size
 
         plan, rows = plan_for(shape, self.num_sms)
         cfg = plan.config
@@ -211,18 +210,13 @@ class Bench:
         build_s = time.perf_counter() - t0
         a, sa, b, sb, layout, out_shape, refs = self.inputs(shape, rows)
         out = cp.empty(out_shape, dtype=BF16)
-        layout_ptr = 0 if layout is None else layout.data.ptr
-        ptrs = (a.data.ptr, b.data.ptr, sa.data.ptr, out.data.ptr)
-        launchers = {name: self.runtime.get_launcher(cfg, self.device, plan.grid, rows, a.strides[-2], b.strides[-2],
-                                                     get_tma_aligned_size(rows, 4), out.strides[-2] // 2, ptrs,
-                                                     ffma=VARIANTS[name])
+        launchers = {name: self.runtime.bind(cfg, a, sa, b, sb, out, layout=layout, grid=plan.grid,
+                                             ffma=VARIANTS[name])
                      for name in variants}
         stream = self.stream.ptr
 
-        def caller(launcher, d):
-            def call():
-                launcher.launch(a.data.ptr, b.data.ptr, sa.data.ptr, d.data.ptr, sb.data.ptr, layout_ptr, stream)
-            return call
+        def caller(run, d):
+            return lambda: run(out=d, stream_ptr=stream)
 
         # Check: every variant's output, on a NaN-poisoned buffer, bit for bit against the unpatched one.
         outputs = {}

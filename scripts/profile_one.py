@@ -22,12 +22,8 @@ if len(sys.argv) > 4:
     bm, bn, cl = (int(v) for v in sys.argv[4:7])
     cfg = heuristics.KernelConfig("normal", n, k, 1, bm, bn, heuristics._stages(bm, bn, k), 1 if bm == 64 else 2,
                                   heuristics.swizzle_for(bn), cluster=cl)
-tiles = -(-m // cfg.block_m) * cfg.num_n_blocks
-grid = min(cugemm8.get_num_sms(), tiles)
-grid -= grid % cfg.cluster
-launcher = runtime.get_launcher(cfg, 0, grid, m, a.strides[0], b.strides[0], -(-m // 4) * 4, n,
-                                (a.data.ptr, b.data.ptr, sa.data.ptr, out.data.ptr))
-print(cfg, "grid", grid, flush=True)
+run = runtime.bind(cfg, a, sa, b, sb, out)
+print(cfg, "grid", run.launcher.grid, flush=True)
 for _ in range(3):
-    launcher.launch(a.data.ptr, b.data.ptr, sa.data.ptr, out.data.ptr, sb.data.ptr, 0, 0)
+    run()
 cupy.cuda.Device().synchronize()

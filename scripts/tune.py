@@ -85,19 +85,9 @@ def main() -> None:
         out = cupy.empty((m, n), dtype=cugemm8.api.BF16)
         ref = cugemm8.matmul(a, sa, b, sb).astype(cupy.float32)
         pick = heuristics.choose("normal", m, n, k, 1, sms)
-        kb = -(-k // 128)
-        sa_ld = sa.strides[1] // 4 if kb > 1 else -(-m // 4) * 4
         rows = []
         for cfg in candidates(m, n, k):
-            tiles = -(-m // cfg.block_m) * cfg.num_n_blocks
-            grid = min(sms, tiles)
-            launcher = runtime.get_launcher(cfg, dev, grid - grid % cfg.cluster, m, a.strides[0], b.strides[0], sa_ld,
-                                            out.strides[0] // 2, (a.data.ptr, b.data.ptr, sa.data.ptr, out.data.ptr))
-
-            def call():
-                launcher.launch(a.data.ptr, b.data.ptr, sa.data.ptr, out.data.ptr, sb.data.ptr, 0,
-                                cupy.cuda.get_current_stream().ptr)
-
+            call = runtime.bind(cfg, a, sa, b, sb, out)
             call()
             ok = bool(cupy.allclose(out.astype(cupy.float32), ref, rtol=2e-2, atol=1e-2))
             times = []

@@ -169,24 +169,18 @@ def _launch_all(cfg, specs, m, seed):
 
     import cugemm8
     from cugemm8 import runtime
-    from cugemm8.layout import get_tma_aligned_size
 
     rng = cupy.random.default_rng(seed)
     a, sa = cugemm8.per_token_cast_to_fp8(rng.standard_normal((m, cfg.k), dtype=cupy.float32))
     b, sb = cugemm8.per_block_cast_to_fp8(rng.standard_normal((cfg.n, cfg.k), dtype=cupy.float32))
     sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
-    dev = cupy.cuda.runtime.getDevice()
-    tiles = -(-m // cfg.block_m) * cfg.num_n_blocks
-    grid = min(cugemm8.get_num_sms(), tiles)
     stream = cupy.cuda.get_current_stream()
     outs = {}
     for name, spec in specs.items():
         out = cupy.full((m, cfg.n), 0xFFFF, dtype=cupy.uint16)    # NaN: unwritten outputs differ from any result
-        launcher = runtime.get_launcher(cfg, dev, grid, m, a.strides[0], b.strides[0], get_tma_aligned_size(m, 4),
-                                        out.strides[0] // 2, (a.data.ptr, b.data.ptr, sa.data.ptr, out.data.ptr),
-                                        ffma=spec)
-        assert launcher.kernel.ffma == kernels.ffma_settings(spec)
-        launcher.launch(a.data.ptr, b.data.ptr, sa.data.ptr, out.data.ptr, sb.data.ptr, 0, stream.ptr)
+        run = runtime.bind(cfg, a, sa, b, sb, out, ffma=spec)
+        assert run.launcher.kernel.ffma == kernels.ffma_settings(spec)
+        run()
         outs[name] = out
     stream.synchronize()
     return outs

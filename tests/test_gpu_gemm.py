@@ -12,6 +12,7 @@ cupy = pytest.importorskip("cupy")
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
 import cugemm8  # noqa: E402
+from cugemm8 import runtime  # noqa: E402
 from cugemm8.reference import REL_TOLERANCE  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -210,20 +211,7 @@ def test_masked_cuda_graph_replay_reads_masked_m_on_device():
 
 
 # ----------------------------------------------------------------------------- TMA multicast
-def _launch(cfg, a, sa, b, sb, out, rows, layout_ptr=0):
-    """Run one explicit configuration (the heuristic does not pick clusters of 2 at present)."""
-    from cugemm8 import runtime
-    from cugemm8.layout import get_tma_aligned_size
-
-    sms = cugemm8.get_num_sms()
-    grid = sms - sms % cfg.cluster
-    launcher = runtime.get_launcher(cfg, cupy.cuda.runtime.getDevice(), grid, rows, a.strides[-2], b.strides[-2],
-                                    get_tma_aligned_size(rows, 4), out.strides[-2] // 2,
-                                    (a.data.ptr, b.data.ptr, sa.data.ptr, out.data.ptr))
-    launcher.launch(a.data.ptr, b.data.ptr, sa.data.ptr, out.data.ptr, sb.data.ptr, layout_ptr,
-                    cupy.cuda.get_current_stream().ptr)
-
-
+# The heuristic does not pick clusters of 2 at present: run those configurations explicitly.
 @pytest.mark.parametrize("bm, bn", [(256, 128), (128, 96), (64, 64)])
 def test_multicast_cluster_of_two_dense(bm, bn):
     from cugemm8.heuristics import KernelConfig, _stages, swizzle_for
@@ -233,7 +221,7 @@ def test_multicast_cluster_of_two_dense(bm, bn):
                        cluster=2)
     x, w, a, sa, b, sb = make_dense(m, n, k, seed=bm + bn)
     out = poisoned((m, n))
-    _launch(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out, m)
+    runtime.bind(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out)()
     check_against_reference(out, a, sa, b, sb, x, w)
 
 
@@ -246,7 +234,7 @@ def test_multicast_cluster_of_two_masked():
     masked = [300, 17, 0]
     out = poisoned((groups, max_m, n))
     mm = cupy.asarray(np.array(masked, dtype=np.int32))
-    _launch(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out, max_m, mm.data.ptr)
+    runtime.bind(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out, layout=mm)()
     for g, r in enumerate(masked):
         assert bool((out[g, r:].view(cupy.uint16) == 0xFFFF).all())
         if r:
