@@ -61,13 +61,35 @@ static_assert(kBlockN % kAtomCols == 0, "output atoms must tile BLOCK_N");
 static_assert(kClusterSize == 1 || (kClusterSize == 2 && kNumNBlocks % 2 == 0), "multicast pairs need even n-blocks");
 
 // Tile sequence shared by the producer and the math warpgroups.
+//
+// A tile is worked in one or more passes, each with one group's B. Normal and masked tiles have one
+// pass. A contiguous tile's rows may belong to several experts (segments start at multiples of 64):
+// each 64-row slab takes the expert of its first row, and every run of slabs with the same valid
+// expert is one pass; slabs of other passes (and padding slabs) skip their MMAs in it. A tile with
+// no valid slab has no pass: no loads, no MMA, zeros out.
+constexpr uint32_t kSlabs = kBlockM / 64;
+static_assert(kSlabs <= 4, "pass bookkeeping packs 2 bits per slab");
 struct Tile {
     uint32_t m_block;  // block index within the group's rows
     uint32_t n_block;
-    int32_t group;     // expert / group index (0 for the normal GEMM; < 0: contiguous padding block)
+    int32_t group;     // normal: 0; masked: the group; contiguous: per pass (pass_group)
     uint32_t rows;     // rows of the group (masked: valid rows; otherwise M)
-};
+    uint32_t passes;   // bit p: a pass starts at slab p
+    uint32_t heads;    // contiguous: 2 bits per slab, the slab its pass starts at
+    uint32_t valid;    // contiguous: bit s: slab s has a valid expert
 
+    // Slabs (within this math warpgroup's kWaves) that do MMAs in the pass starting at slab p.
+    __device__ __forceinline__ uint32_t active_waves(uint32_t p, uint32_t wg) const {
+        if constexpr (kGemmType != kGemmContiguous) return (1u << kWaves) - 1;
+        uint32_t mask = 0;
+#pragma unroll
+        for (uint32_t w = 0; w < kWaves; ++w) {
+            const uint32_t s = wg * kWaves + w;
+            if (((valid >> s) & 1u) && ((heads >> (2 * s)) & 3u) == p) mask |= 1u << w;
+        }
+        return mask;
+    }
+};
 struct Scheduler {
     uint32_t m;               // normal/contiguous: rows of A; masked: max_m (rows per group)
     const int32_t* layout;    // contiguous: m_indices; masked: masked_m
@@ -108,21 +130,42 @@ struct Scheduler {
             raster(tile_idx - group_first_tile, (group_rows + kBlockM - 1) / kBlockM, t.m_block, t.n_block);
             t.group = cur_group;
             t.rows = group_rows;
+            t.passes = 1;
         } else {
             if (tile_idx >= num_m_blocks * kNumNBlocks) return false;
             raster(tile_idx, num_m_blocks, t.m_block, t.n_block);
             t.rows = m;
+            t.group = 0;
+            t.passes = 1;
             if constexpr (kGemmType == kGemmContiguous) {
-                const int32_t g = __ldg(layout + t.m_block * kBlockM);
-                t.group = g < int32_t(kNumGroups) ? g : -1;  // ids past the last expert count as padding
-            } else {
-                t.group = 0;
+                t.passes = t.heads = t.valid = 0;
+                int32_t prev = -1;
+                uint32_t head = 0;
+#pragma unroll
+                for (uint32_t s = 0; s < kSlabs; ++s) {
+                    const uint32_t row = t.m_block * kBlockM + s * 64;
+                    const int32_t g = row < m ? __ldg(layout + row) : -1;
+                    if (g >= 0 && g < int32_t(kNumGroups)) {  // ids past the last expert count as padding
+                        if (g != prev) head = s, t.passes |= 1u << s;
+                        t.valid |= 1u << s;
+                        t.heads |= head << (2 * s);
+                        prev = g;
+                    } else {
+                        prev = -1;
+                    }
+                }
             }
         }
         tile_idx += gridDim.x;
         return true;
     }
 };
+
+// The group whose B a pass multiplies with (contiguous: the expert of the pass's first slab).
+__device__ __forceinline__ int32_t pass_group(const Tile& t, uint32_t p, const int32_t* layout) {
+    if constexpr (kGemmType == kGemmContiguous) return __ldg(layout + t.m_block * kBlockM + p * 64);
+    return t.group;
+}
 
 // Row of the 2-D A / D views where a tile starts (masked groups are stacked max_m rows apart).
 __device__ __forceinline__ uint32_t tile_row(const Tile& t, uint32_t m) {
@@ -185,28 +228,31 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         // ------------------------------------------------------------ producer
         setmaxnreg_dec<40>();
         while (tid == 0 && sched.next(t)) {
-            if (kGemmType == kGemmContiguous && t.group < 0) continue;  // padding block: no loads
             const int32_t a_row = int32_t(tile_row(t, m));
-            const int32_t b_row = int32_t(uint32_t(t.group) * kShapeN + t.n_block * kBlockN);
             const int32_t sa_row0 = int32_t(kGemmType == kGemmMasked ? uint32_t(t.group) * kNumKBlocks : 0u);
             const int32_t sa_col = int32_t(t.m_block * kBlockM);
 #pragma unroll 1
-            for (uint32_t kb = 0; kb < kNumKBlocks; ++kb) {
-                mbar_wait(&empty[stage], phase ^ 1);
-                uint64_t* bar = &full[stage];
-                mbar_arrive_expect_tx(bar, kStageTxBytes);
-                const uint32_t half = cta_rank * kMulticastRows;  // this CTA's share of the A rows
-                if constexpr (kClusterSize > 1) {
-                    tma_load_2d_multicast(smem_a + stage * kSmemA + half * kBlockK, &tmap_a, bar,
-                                          int32_t(kb * kBlockK), a_row + int32_t(half), 0x3);
-                    tma_load_2d_multicast(smem_sa + stage * kBlockM + half, &tmap_sa, bar, sa_col + int32_t(half),
-                                          sa_row0 + int32_t(kb), 0x3);
-                } else {
-                    tma_load_2d(smem_a + stage * kSmemA, &tmap_a, bar, int32_t(kb * kBlockK), a_row);
-                    tma_load_2d(smem_sa + stage * kBlockM, &tmap_sa, bar, sa_col, sa_row0 + int32_t(kb));
+            for (uint32_t passes = t.passes; passes != 0; passes &= passes - 1) {
+                const int32_t group = pass_group(t, __ffs(passes) - 1, layout);
+                const int32_t b_row = int32_t(uint32_t(group) * kShapeN + t.n_block * kBlockN);
+#pragma unroll 1
+                for (uint32_t kb = 0; kb < kNumKBlocks; ++kb) {
+                    mbar_wait(&empty[stage], phase ^ 1);
+                    uint64_t* bar = &full[stage];
+                    mbar_arrive_expect_tx(bar, kStageTxBytes);
+                    const uint32_t half = cta_rank * kMulticastRows;  // this CTA's share of the A rows
+                    if constexpr (kClusterSize > 1) {
+                        tma_load_2d_multicast(smem_a + stage * kSmemA + half * kBlockK, &tmap_a, bar,
+                                              int32_t(kb * kBlockK), a_row + int32_t(half), 0x3);
+                        tma_load_2d_multicast(smem_sa + stage * kBlockM + half, &tmap_sa, bar,
+                                              sa_col + int32_t(half), sa_row0 + int32_t(kb), 0x3);
+                    } else {
+                        tma_load_2d(smem_a + stage * kSmemA, &tmap_a, bar, int32_t(kb * kBlockK), a_row);
+                        tma_load_2d(smem_sa + stage * kBlockM, &tmap_sa, bar, sa_col, sa_row0 + int32_t(kb));
+                    }
+                    tma_load_2d(smem_b + stage * kSmemB, &tmap_b, bar, int32_t(kb * kBlockK), b_row);
+                    if (++stage == kStages) stage = 0, phase ^= 1;
                 }
-                tma_load_2d(smem_b + stage * kSmemB, &tmap_b, bar, int32_t(kb * kBlockK), b_row);
-                if (++stage == kStages) stage = 0, phase ^= 1;
             }
         }
     } else {
@@ -222,26 +268,29 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
 
         while (sched.next(t)) {
             const uint32_t n0 = t.n_block * kBlockN;
-            const bool padding = (kGemmType == kGemmContiguous && t.group < 0);
-
 #pragma unroll
             for (uint32_t w = 0; w < kWaves; ++w)
 #pragma unroll
                 for (uint32_t i = 0; i < kBlockN / 2; ++i) fin[w][i] = 0.f;
 
-            if (!padding) {
-                const uint32_t sb_row = uint32_t(t.group) * kScaleRowsB + n0 / 128;
+#pragma unroll 1
+            for (uint32_t passes = t.passes; passes != 0; passes &= passes - 1) {
+                const uint32_t pass = __ffs(passes) - 1;
+                const int32_t group = pass_group(t, pass, layout);
+                const uint32_t waves = t.active_waves(pass, wg);  // uniform across the warpgroup
+                const uint32_t sb_row = uint32_t(group) * kScaleRowsB + n0 / 128;
                 const float* sb0_ptr = sb + sb_row * kNumKBlocks;
-                const float* sb1_ptr = sb + min(sb_row + 1, uint32_t(t.group) * kScaleRowsB + kScaleRowsB - 1) * kNumKBlocks;
+                const float* sb1_ptr = sb + min(sb_row + 1, uint32_t(group) * kScaleRowsB + kScaleRowsB - 1) * kNumKBlocks;
                 const uint32_t boundary = 128 - n0 % 128;  // tile columns below this use sb row n0/128
 
-                // Stage the tile's B scales in shared memory once: a global load per k-block would put
+                // Stage the pass's B scales in shared memory once: a global load per k-block would put
                 // an L2 round trip on every k-block of short-k-block (small) tiles. Every math thread
-                // is past the previous tile's main loop (the epilogue's barrier), so the slots are free.
+                // is past the previous tile's main loop (the epilogue's barrier); a later pass of the
+                // same tile must first wait for the previous pass's readers.
+                if (passes != t.passes) named_barrier_sync(1, kMathThreads);
                 for (uint32_t i = threadIdx.x; i < kNumKBlocks * kScaleRowsPerTile; i += kMathThreads)
                     smem_sb[i] = __ldg(i < kNumKBlocks ? sb0_ptr + i : sb1_ptr + (i - kNumKBlocks));
                 named_barrier_sync(1, kMathThreads);
-
                 // Waits for k-block `kb`'s stage and returns its promotion scales for 64-row slab `w`:
                 // {sa(r0) sb0, sa(r1) sb0, sa(r0) sb1, sa(r1) sb1}.
                 auto wait_stage = [&](uint32_t kb, float (&scale)[kWaves][4]) {
@@ -293,19 +342,29 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     if (++stage == kStages) stage = 0, phase ^= 1;
                 };
 
-                if constexpr (kAccSets == 1) {
+                if (kGemmType == kGemmContiguous && waves == 0) {
+                    // No slab of this warpgroup in the pass: walk the ring with the other warpgroup.
+#pragma unroll 1
+                    for (uint32_t kb = 0; kb < kNumKBlocks; ++kb) {
+                        mbar_wait(&full[stage], phase);
+                        release(stage);
+                        advance();
+                    }
+                } else if constexpr (kAccSets == 1) {
                     // One accumulator: per k-block, each slab's MMAs then its promotion. The other math
                     // warpgroup's MMAs fill the tensor cores meanwhile.
+                    const uint32_t last = kGemmType == kGemmContiguous ? 31 - __clz(waves) : kWaves - 1;
                     float scale[kWaves][4];
 #pragma unroll 1
                     for (uint32_t kb = 0; kb < kNumKBlocks; ++kb) {
                         wait_stage(kb, scale);
 #pragma unroll
                         for (uint32_t w = 0; w < kWaves; ++w) {
+                            if (!((waves >> w) & 1u)) continue;
                             issue_mma(acc[0], w);
                             wgmma_wait<0>();
                             // The stage's shared memory is no longer needed: release it before promoting.
-                            if (w == kWaves - 1) release(stage);
+                            if (w == last) release(stage);
                             promote(fin[w], acc[0], scale[w]);
                         }
                         advance();
@@ -354,13 +413,17 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             const uint32_t row0 = tile_row(t, m);
             const uint32_t m0 = t.m_block * kBlockM;
 
-            // Contiguous layout: rows whose m_indices entry is -1 come out as zeros.
+            // Contiguous layout: rows whose m_indices entry is not an expert (-1 on padding) come out
+            // as zeros. (Slabs without a valid expert never accumulated: already zero.)
             if constexpr (kGemmType == kGemmContiguous) {
+                auto not_expert = [&](uint32_t r) {
+                    return r < m && uint32_t(__ldg(layout + r)) >= kNumGroups;  // negative ids wrap high
+                };
 #pragma unroll
                 for (uint32_t w = 0; w < kWaves; ++w) {
                     const uint32_t r = m0 + (wg * kWaves + w) * 64 + warp * 16 + lane / 4;
-                    const bool z0 = padding || (r < m && __ldg(layout + r) < 0);
-                    const bool z1 = padding || (r + 8 < m && __ldg(layout + r + 8) < 0);
+                    const bool z0 = not_expert(r);
+                    const bool z1 = not_expert(r + 8);
 #pragma unroll
                     for (uint32_t i = 0; i < kBlockN / 8; ++i) {
                         if (z0) fin[w][i * 4 + 0] = fin[w][i * 4 + 1] = 0.f;

@@ -134,8 +134,9 @@ def m_grouped_matmul_contiguous(a, a_scale, b, b_scale, m_indices, *, out=None, 
 
     a: uint8 [sum M, K]; b: uint8 [G, N, K]; b_scale: float32 [G, ceil(N/128), ceil(K/128)];
     m_indices: int32 [sum M], -1 on padding rows (those rows of D come out as zeros). Each expert's
-    segment starts at a multiple of get_m_alignment_for_contiguous_layout(); the expert of each
-    block of rows the kernel works on (64 or 128) is read from the block's first row."""
+    segment starts at a multiple of get_m_alignment_for_contiguous_layout() (64); the expert of
+    each 64-row slab is read from the slab's first row, and rows whose id is not an expert (-1, or
+    >= G) come out as zeros."""
     arrays = _device_arrays(_CONTIGUOUS_NAMES, (a, a_scale, b, b_scale, m_indices, out))
     device = _get_device()
     key = _key("contiguous", device, arrays)

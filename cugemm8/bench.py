@@ -40,7 +40,6 @@ FLUSH_BYTES = 1 << 30           # the L2-flush memset before every timed call (>
 DIFF_LIMIT = 1e-3               # calc_diff against the unquantized product
 SEED = 20261122
 MASKED_MAX_M = 4096
-CONTIGUOUS_ALIGN = 128          # expert segments start at multiples of this (checked against the API)
 WARMUP_CALLS = 3
 OVERHEAD_SHAPE = (64, 2112, 7168)
 OVERHEAD_CALLS = 2000
@@ -119,7 +118,7 @@ def draw_masked_m(groups: int, expected: int, max_m: int = MASKED_MAX_M, seed: i
     return np.clip(m, 1, max_m).astype(np.int32)
 
 
-def contiguous_m_indices(groups: int, m: int, align: int = CONTIGUOUS_ALIGN) -> tuple[np.ndarray, int]:
+def contiguous_m_indices(groups: int, m: int, align: int) -> tuple[np.ndarray, int]:
     """Expert id per row with every expert's m rows padded to a multiple of `align` (-1 on padding)."""
     seg = -(-m // align) * align
     idx = np.full((groups, seg), -1, dtype=np.int32)

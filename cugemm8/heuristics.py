@@ -13,7 +13,10 @@ FULL_WAVE = 0.8                  # a last wave this full counts as full (tile ef
 RASTER_GROUP = 8                 # n-blocks per rasterization band (8 beat 16 by 4-5% at N=7168, M=4096)
 LAYOUTS = ("normal", "contiguous", "masked")
 GEMM_TYPE_CODE = {"normal": 0, "contiguous": 1, "masked": 2}
-CONTIGUOUS_M_ALIGNMENT = 128     # expert segments start at multiples of this (contiguous layout)
+CONTIGUOUS_M_ALIGNMENT = 64      # expert segments start at multiples of this (contiguous layout):
+                                 # the kernel reads an expert per 64-row slab, whatever BLOCK_M is
+CONTIGUOUS_WIDE_ROWS = 2048      # mean rows per expert from which the contiguous layout may use
+                                 # 256-row tiles (a tile spanning two experts costs about one more pass)
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,9 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     if min(m, n, k, num_groups, num_sms) <= 0:
         raise ValueError(f"m, n, k, num_groups and num_sms must be positive, got {(m, n, k, num_groups, num_sms)}")
-    block_ms = (64, 128) if layout == "contiguous" else (64, 128, 256)
+    block_ms = (64, 128, 256)
+    if layout == "contiguous" and m < CONTIGUOUS_WIDE_ROWS * num_groups:
+        block_ms = (64, 128)
     groups = num_groups if layout == "masked" else 1   # the contiguous layout's rows are already summed
 
     best = None
@@ -104,9 +109,9 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
             continue  # a 64-row block already covers M
         for bn in block_n_candidates(bm):
             if layout == "contiguous" and bn > 128:
-                # Its tiles are at most 128 rows, and its problems are large: with tens of waves, the
-                # two-accumulator tiles (BLOCK_N <= 128) beat wider single-accumulator ones by 6-20% at
-                # M=4096 (dense sweep), though a wider tile needs fewer waves.
+                # Its problems are large: with tens of waves, the two-accumulator 128-row tiles
+                # (BLOCK_N <= 128) beat wider single-accumulator ones by 6-20% at M=4096 (dense sweep),
+                # though a wider tile needs fewer waves.
                 continue
             stages = _stages(bm, bn, k)
             if stages < min(3, ceil_div(k, BLOCK_K)):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine: smoke check, GPU test tier, tuning sweep, benchmark.
-#   STEPS="smoke tests tune bench" bash scripts/device_run.sh      (results and logs under $OUT)
+#   STEPS="smoke tests tune tune-grouped bench" bash scripts/device_run.sh      (results and logs under $OUT)
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD CUGEMM8_CACHE_DIR=${CUGEMM8_CACHE_DIR:-/tmp/cugemm8-cache}
@@ -19,6 +19,8 @@ for step in ${STEPS:-smoke tests bench}; do
                2>&1 | tee "$OUT/tests.log" | tail -40 ;;
     tune) timeout ${TUNE_TIMEOUT:-300} python3 scripts/tune.py --out "$OUT/tune.json" ${TUNE_ARGS:-} 2>&1 \
                | tee "$OUT/tune.log" ;;
+    tune-grouped) timeout ${TUNE_TIMEOUT:-360} python3 scripts/tune_grouped.py --out "$OUT/tune-grouped.json" \
+               ${TUNE_GROUPED_ARGS:-} 2>&1 | tee "$OUT/tune-grouped.log" ;;
     ffma) timeout ${FFMA_TIMEOUT:-300} python3 scripts/ffma_ab.py --out "$OUT/ffma-ab.json" ${FFMA_ARGS:-} 2>&1 \
                | tee "$OUT/ffma.log" | tail -50 ;;
     sanitize) timeout ${SANITIZE_TIMEOUT:-420} python3 scripts/sanitize.py --out "$OUT/sanitize.json" 2>&1 \

@@ -42,7 +42,7 @@ BUDGET_SHARE = {"memcheck": 0.35, "racecheck": 0.42, "synccheck": 0.23}
 # memcheck/synccheck end with "ERROR SUMMARY: N errors"; racecheck with
 # "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)".
 SUMMARY_RE = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+errors?|RACECHECK SUMMARY:.*?\((\d+) errors?")
-CONTIGUOUS_ALIGN = 128
+CONTIGUOUS_ALIGN = 64   # the fallback list's padding (cugemm8.get_m_alignment_for_contiguous_layout())
 
 # DESIGN.md section 6, used only if cugemm8.bench cannot be imported.
 FALLBACK_DENSE = [(m, n, k) for m in (64, 128, 4096) for n, k in
@@ -62,7 +62,7 @@ def bench_shapes() -> tuple[list, str]:
         for s in bench.DENSE_SHAPES:
             out.append(("normal", 1, s.m, s.n, s.k, s.label))
         for s in bench.CONTIGUOUS_SHAPES:
-            idx, _ = bench.contiguous_m_indices(s.groups, s.m)
+            idx, _ = bench.contiguous_m_indices(s.groups, s.m, CONTIGUOUS_ALIGN)
             out.append(("contiguous", s.groups, len(idx), s.n, s.k, s.label))
         for s in bench.MASKED_SHAPES:
             out.append(("masked", s.groups, min(s.m, bench.MASKED_MAX_M), s.n, s.k, s.label))
@@ -92,8 +92,8 @@ def forced_case(cfg, labels: list[str], tiny: bool) -> dict:
     if cfg.layout == "normal":
         case["m"] = 1 if tiny else bm + 1                 # the last M block partial
     elif cfg.layout == "contiguous":
-        # one computed tile (the last expert, rows then padding), then a whole padding block
-        case["m_indices"] = contiguous_ids([(g - 1, 100), (-1, 28), (-1, 128)])
+        # a tile of two experts (two passes when it is 128 or 256 rows), then a whole padding block
+        case["m_indices"] = contiguous_ids([(0, 64), (g - 1, 100), (-1, 28), (-1, 64), (-1, 256)])
     else:
         max_m = 2 if tiny else bm + 1
         case["max_m"] = max_m

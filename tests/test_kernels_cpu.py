@@ -17,6 +17,9 @@ CONTIGUOUS = [(4, 8192, 4096, 7168), (4, 8192, 7168, 2048), (8, 4096, 4096, 7168
 MASKED = [(g, e, n, k) for g, e in ((1, 1024), (2, 512), (4, 256)) for n, k in ((4096, 7168), (7168, 2048))] + [
     (32, 40, 24, 128)]
 SMS = (132, 114, 78)
+CONTIGUOUS_EXPLICIT = [heuristics.KernelConfig("contiguous", n, 384, 5, bm, bn, heuristics._stages(bm, bn, 384),
+                                               1 if bm == 64 else 2, heuristics.swizzle_for(bn))
+                       for bm, bn, n in ((256, 128, 256), (128, 128, 256), (64, 64, 256), (128, 160, 320))]
 
 
 def picked_configs():
@@ -35,6 +38,9 @@ def picked_configs():
                                             1 if bm == 64 else 2, heuristics.swizzle_for(bn), cluster=2))
     configs.add(heuristics.KernelConfig("masked", 512, 1024, 3, 256, 128, heuristics._stages(256, 128, 1024), 2,
                                         heuristics.swizzle_for(128), cluster=2))
+    # Contiguous tiles of every height over 64-row expert segments (tests/test_gpu_gemm.py).
+    for cfg in CONTIGUOUS_EXPLICIT:
+        configs.add(cfg)
     return sorted(configs, key=repr)
 
 
@@ -84,7 +90,10 @@ def test_heuristic_limits(layout, m, n, k, groups, sms):
     assert cfg.block_n % 8 == 0 and cfg.block_m in (64, 128, 256)
     assert cfg.block_n <= 128 or 128 % (cfg.block_n - 128) == 0
     if layout == "contiguous":
-        assert heuristics.CONTIGUOUS_M_ALIGNMENT % cfg.block_m == 0
+        # Every tile size honours 64-row expert segments (one pass per expert run of 64-row slabs);
+        # 256-row tiles, which more often span two experts, only where experts are large on average.
+        assert heuristics.CONTIGUOUS_M_ALIGNMENT == 64 and cfg.block_n <= 128
+        assert cfg.block_m < 256 or m >= heuristics.CONTIGUOUS_WIDE_ROWS * groups
     assert heuristics.choose(layout, m, n, k, groups, sms) == plan  # deterministic
 
 

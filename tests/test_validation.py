@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import cugemm8
 from cugemm8 import validation
 from cugemm8.layout import get_tma_aligned_size, is_tma_aligned
 from cugemm8.validation import ArrayInfo, as_device_array, check_contiguous, check_dense, check_masked
@@ -373,10 +374,15 @@ def test_zero_m_skips_address_checks():
 
 # --------------------------------------------------------------------------- contiguous layout
 @SETTINGS
-@given(m=st.integers(1, 2000).filter(lambda x: x % 128), n=ns, k=ks, groups=st.integers(1, 8))
+@given(m=st.integers(1, 2000).filter(lambda x: x % 64), n=ns, k=ks, groups=st.integers(1, 8))
 def test_contiguous_m_alignment(m, n, k, groups):
     case = contiguous_case(m, n, k, groups)
-    expect(ValueError, "a", run_contiguous, case, "multiple of 128", f"M={m}")
+    expect(ValueError, "a", run_contiguous, case, "multiple of 64", f"M={m}")
+
+
+def test_contiguous_alignment_is_64():
+    assert cugemm8.get_m_alignment_for_contiguous_layout() == 64
+    run_contiguous(contiguous_case(64 * 3, 64, 256, 2))  # 3 slabs of 64 rows: valid
 
 
 def test_contiguous_rules():
@@ -619,9 +625,9 @@ def spec_contiguous(a, a_scale, b, b_scale, m_indices, out, device):
     m, groups = a_shape[0], b_shape[0]
     if groups < 1:
         raise ValueError(f"b must hold at least 1 group; got shape {b_shape}")
-    if m % 128:
+    if m % 64:
         raise ValueError(f"a has sum M={m} rows (shape {a_shape}); sum M must be a multiple of "
-                         f"128 (each expert's segment is padded to it)")
+                         f"64 (each expert's segment is padded to it)")
     k, n = V._k_and_n(a_shape, b_shape)
     kb = kblocks(k)
     V._shape(a_scale, "a_scale", (m, kb), "[sum M, ceil(K/128)]")

@@ -1,0 +1,90 @@
+"""CPU tier for scripts/tune_grouped.py: its candidate lists and contiguous layouts (no GPU, no compiling)."""
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+
+import cugemm8
+from cugemm8 import bench, heuristics
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("tune_grouped", ROOT / "scripts" / "tune_grouped.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+tg = _load()
+
+
+def test_shape_tables_match_the_benchmark():
+    assert tg.MASKED == [(s.groups, s.m, s.n, s.k) for s in bench.MASKED_SHAPES]
+    assert tg.CONTIGUOUS[:4] == [(s.groups, s.m, s.n, s.k) for s in bench.CONTIGUOUS_SHAPES]
+    assert tg.MASKED_MAX_M == 4096
+
+
+def test_candidates_follow_the_rules():
+    for layout, n, k, g in (("masked", 4096, 7168, 4), ("contiguous", 7168, 2048, 8)):
+        cfgs = tg.candidates(layout, n, k, g)
+        assert len(cfgs) == len(set(cfgs)) == 30
+        for c in cfgs:
+            assert (c.layout, c.n, c.k, c.num_groups, c.cluster) == (layout, n, k, g, 1)
+            assert c.block_m in (64, 128, 256) and c.block_n % 16 == 0
+            assert c.block_n in heuristics.block_n_candidates(c.block_m)
+            assert c.stages == heuristics._stages(c.block_m, c.block_n, k) >= 2
+            assert c.num_math_wg == (1 if c.block_m == 64 else 2)
+            assert c.swizzle_d == heuristics.swizzle_for(c.block_n)
+            assert c.smem_bytes <= heuristics.SMEM_CAPACITY
+    narrow = tg.candidates("masked", 4096, 7168, 4, min_wide_block_n=32)
+    assert len(narrow) == 28 and not [c for c in narrow if c.block_m >= 128 and c.block_n < 32]
+
+
+def test_heuristic_pick_is_a_candidate():
+    for g, e, n, k in tg.MASKED:
+        assert heuristics.choose("masked", e, n, k, g, 132).config in tg.candidates("masked", n, k, g)
+    for g, m, n, k in tg.CONTIGUOUS:
+        rows = tg.uneven_rows(g) if m == tg.UNEVEN else [m] * g
+        total = len(tg.contiguous_layout(rows, cugemm8.get_m_alignment_for_contiguous_layout())[0])
+        assert heuristics.choose("contiguous", total, n, k, g, 132).config in tg.candidates("contiguous", n, k, g)
+
+
+def test_with_pick():
+    cfgs = tg.candidates("masked", 4096, 7168, 1)
+    pick = heuristics.choose("masked", 1024, 4096, 7168, 1, 132).config
+    assert tg.with_pick(cfgs, pick, quick=False) == cfgs
+    quick = tg.with_pick(cfgs, pick, quick=True)
+    assert len(quick) == tg.QUICK_CANDIDATES and pick in quick and set(quick) <= set(cfgs)
+    outsider = tg.candidates("masked", 4096, 7168, 2)[0]
+    assert tg.with_pick(cfgs, outsider, quick=False) == cfgs + [outsider]
+    assert outsider in tg.with_pick(cfgs, outsider, quick=True)
+    assert len(tg.with_pick(cfgs, None, quick=True)) == tg.QUICK_CANDIDATES
+
+
+def test_uneven_rows():
+    rows = tg.uneven_rows(8)
+    assert rows == tg.uneven_rows(8) and len(rows) == 8 and sum(rows) == 8 * 4096
+    assert all(0.6 * 4096 < r < 1.4 * 4096 for r in rows) and len(set(rows)) > 1
+
+
+def test_contiguous_layout():
+    for align in (64, 128):
+        idx, offsets = tg.contiguous_layout([4096] * 8, align)
+        ref, seg = bench.contiguous_m_indices(8, 4096, align)
+        assert np.array_equal(idx, ref) and offsets == [g * seg for g in range(8)]
+        rows = [100, 0, 129, 64]
+        idx, offsets = tg.contiguous_layout(rows, align)
+        assert idx.dtype == np.int32 and len(idx) % align == 0 and all(o % align == 0 for o in offsets)
+        for g, (off, r) in enumerate(zip(offsets, rows)):
+            assert (idx[off:off + r] == g).all()
+        assert (idx >= 0).sum() == sum(rows)
+        assert len(idx) == sum(-(-r // align) * align for r in rows)
+
+
+def test_best_row_prefers_correct_rows():
+    rows = [{"us": 5.0, "ok": False}, {"us": 7.0, "ok": True}, {"us": None, "ok": False}]
+    assert tg.best_row(rows)["us"] == 7.0
+    assert tg.best_row([{"us": 5.0, "ok": False}])["us"] == 5.0
+    assert tg.best_row([{"us": None, "ok": False}]) is None
