@@ -15,8 +15,10 @@ LAYOUTS = ("normal", "contiguous", "masked")
 GEMM_TYPE_CODE = {"normal": 0, "contiguous": 1, "masked": 2}
 CONTIGUOUS_M_ALIGNMENT = 64      # expert segments start at multiples of this (contiguous layout):
                                  # the kernel reads an expert per 64-row slab, whatever BLOCK_M is
-CONTIGUOUS_WIDE_ROWS = 2048      # mean rows per expert from which the contiguous layout may use
-                                 # 256-row tiles (a tile spanning two experts costs about one more pass)
+WIDE_ROWS = 2048                 # rows per group from which a grouped layout uses 256-row tiles:
+                                 # contiguous, the mean per expert (a tile spanning two experts costs
+                                 # about one more pass); masked, the expected count (a group's last
+                                 # tile is on average half empty)
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,12 @@ class KernelConfig:
 
     @property
     def smem_bytes(self) -> int:
-        return smem_bytes(self.block_m, self.block_n, self.stages, self.k)
+        return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups)
+
+    @property
+    def masked_groups(self) -> int:
+        """Groups whose valid-row counts the kernel keeps in shared memory (masked layout only)."""
+        return self.num_groups if self.layout == "masked" else 0
 
     @property
     def num_n_blocks(self) -> int:
@@ -58,12 +65,14 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def smem_bytes(block_m: int, block_n: int, stages: int, k: int) -> int:
+def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: int = 0) -> int:
     """Must mirror the layout in cuda_src/fp8_gemm.cuh: the D tile; per stage A, B and A's scales;
-    the tile's B scales (every k-block, one or two scale rows, 16-byte rounded); 2 barriers a stage."""
+    the tile's B scales (every k-block, one or two scale rows, 16-byte rounded); the masked layout's
+    rows per group (16-byte rounded); 2 barriers a stage."""
     sb_rows = 1 if 128 % block_n == 0 else 2
     sb = -(-(ceil_div(k, BLOCK_K) * sb_rows * 4) // 16) * 16
-    return block_m * block_n * 2 + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16) + sb
+    rows = -(-(masked_groups * 4) // 16) * 16
+    return block_m * block_n * 2 + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16) + sb + rows
 
 
 def swizzle_for(block_n: int) -> int:
@@ -82,10 +91,10 @@ def block_n_candidates(block_m: int) -> list[int]:
     return small if block_m == 256 else small + [144, 160, 192]
 
 
-def _stages(block_m: int, block_n: int, k: int) -> int:
+def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0) -> int:
     limit = min(MAX_STAGES, max(1, ceil_div(k, BLOCK_K)))
     for s in range(limit, 0, -1):
-        if smem_bytes(block_m, block_n, s, k) <= SMEM_CAPACITY:
+        if smem_bytes(block_m, block_n, s, k, masked_groups) <= SMEM_CAPACITY:
             return s
     return 0
 
@@ -99,9 +108,24 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
     if min(m, n, k, num_groups, num_sms) <= 0:
         raise ValueError(f"m, n, k, num_groups and num_sms must be positive, got {(m, n, k, num_groups, num_sms)}")
     block_ms = (64, 128, 256)
-    if layout == "contiguous" and m < CONTIGUOUS_WIDE_ROWS * num_groups:
+    if layout == "contiguous" and m < WIDE_ROWS * num_groups:
         block_ms = (64, 128)
     groups = num_groups if layout == "masked" else 1   # the contiguous layout's rows are already summed
+
+    if layout == "masked" and m > 64:
+        # The rows per group are only expected (DeepGEMM's tests draw 0.7-1.3x), so the wave
+        # arithmetic below, exact for the dense GEMM, turns into guesswork: a group with a few rows
+        # more than planned adds a block and can add a wave. Measured on the six masked benchmark
+        # shapes, each with its drawn rows and with one group alone (bench/results/tune-grouped-*),
+        # the tile with the best steady-state throughput per area (128x128, two accumulators; 256
+        # rows for large groups) was within 1.19x of the best tile in all 12 cases, where the
+        # wave rule's picks lost up to 1.84x. It is used when it fills the GPU at the expected rows.
+        bm = 256 if m >= WIDE_ROWS else 128
+        bn = min(128, ceil_div(n, 16) * 16)
+        stages = _stages(bm, bn, k, num_groups)
+        tiles = ceil_div(m, bm) * ceil_div(n, bn) * groups
+        if tiles >= num_sms and stages >= min(3, ceil_div(k, BLOCK_K)):
+            return _plan(layout, n, k, num_groups, bm, bn, stages, tiles, num_sms)
 
     best = None
     for bm in block_ms:
@@ -113,7 +137,7 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
                 # (BLOCK_N <= 128) beat wider single-accumulator ones by 6-20% at M=4096 (dense sweep),
                 # though a wider tile needs fewer waves.
                 continue
-            stages = _stages(bm, bn, k)
+            stages = _stages(bm, bn, k, num_groups if layout == "masked" else 0)
             if stages < min(3, ceil_div(k, BLOCK_K)):
                 continue
             tiles = ceil_div(m, bm) * ceil_div(n, bn) * groups
@@ -131,7 +155,11 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
                 best = (score, bm, bn, stages)
     assert best is not None
     _, bm, bn, stages = best
-    tiles = ceil_div(m, bm) * ceil_div(n, bn) * groups
+    return _plan(layout, n, k, num_groups, bm, bn, stages, ceil_div(m, bm) * ceil_div(n, bn) * groups, num_sms)
+
+
+def _plan(layout: str, n: int, k: int, num_groups: int, bm: int, bn: int, stages: int, tiles: int,
+          num_sms: int) -> LaunchPlan:
     # No TMA multicast: CTA pairs sharing A through a cluster of 2 measured 3-5% slower on every
     # large benchmark shape (bench/results/raster-cluster-*.json): these kernels are not L2-bound,
     # and a pair advances at the pace of its slower CTA. (KernelConfig.cluster=2 stays available and
@@ -141,7 +169,10 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
                           stages=stages, num_math_wg=1 if bm == 64 else 2, swizzle_d=swizzle_for(bn),
                           cluster=cluster)
     # As few CTAs as give the same number of waves: the idle SMs save power, so the busy ones clock
-    # higher (the GPU runs power-limited under FP8 load).
+    # higher (the GPU runs power-limited under FP8 load). Masked: every SM, since the tile count is
+    # only known on the GPU.
     waves = ceil_div(tiles, num_sms)
     grid = min(ceil_div(ceil_div(tiles, waves), cluster) * cluster, num_sms - num_sms % cluster)
+    if layout == "masked":
+        grid = num_sms - num_sms % cluster
     return LaunchPlan(config=config, grid=grid, num_tiles=tiles)

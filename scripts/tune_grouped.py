@@ -66,7 +66,7 @@ def candidates(layout: str, n: int, k: int, groups: int, min_wide_block_n: int =
         for bn in heuristics.block_n_candidates(bm):
             if bn % 16 or (bm >= 128 and bn < min_wide_block_n):
                 continue
-            stages = heuristics._stages(bm, bn, k)
+            stages = heuristics._stages(bm, bn, k, groups if layout == "masked" else 0)
             if stages < 2:
                 continue
             out.append(KernelConfig(layout=layout, n=n, k=k, num_groups=groups, block_m=bm, block_n=bn,

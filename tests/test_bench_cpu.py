@@ -140,3 +140,23 @@ def test_gpu_helpers_match_the_reference_on_numpy():
     assert bench.calc_diff_gpu(np, pairs) == pytest.approx(calc_diff(x, y), rel=1e-9, abs=1e-15)
     b = x.astype(ml_dtypes.bfloat16)
     assert np.array_equal(bench.bf16_to_f32(np, b), b.astype(np.float32))
+
+
+def test_rescale_rows_keeps_the_split_and_hits_the_total():
+    assert bench.rescale_rows([807], 1006) == [1006]
+    out = bench.rescale_rows([276, 205, 190, 250], 1085)
+    assert sum(out) == 1085 and out[0] > out[1] > out[2] and out[3] > out[1]
+
+
+def test_masked_anchor_rows_match_the_anchor_tflops():
+    # DeepGEMM's TFLOPS are over its own draw's valid rows; the table must hold exactly those.
+    import json
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "shared" / "reference" / "anchors" / "h200-2026-11-22.json"
+    if not path.is_file():
+        pytest.skip("anchor JSON not beside the checkout")
+    for r in json.loads(path.read_text())["rows"]:
+        if r["kind"] == "masked":
+            shape = bench.Shape("masked", r["groups"], r["m_per_group"], r["n"], r["k"])
+            rows = r["deepgemm_tflops"] * 1e12 * r["deepgemm_s"] / (2 * r["n"] * r["k"])
+            assert abs(bench.DEEPGEMM_H200_MASKED_ROWS[shape] - rows) < 1e-2

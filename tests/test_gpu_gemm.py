@@ -229,7 +229,7 @@ def test_multicast_cluster_of_two_masked():
     from cugemm8.heuristics import KernelConfig, _stages, swizzle_for
 
     groups, max_m, n, k = 3, 300, 512, 1024
-    cfg = KernelConfig("masked", n, k, groups, 256, 128, _stages(256, 128, k), 2, swizzle_for(128), cluster=2)
+    cfg = KernelConfig("masked", n, k, groups, 256, 128, _stages(256, 128, k, groups), 2, swizzle_for(128), cluster=2)
     x, w, a, sa, b, sb = make_masked(groups, max_m, n, k, seed=11)
     masked = [300, 17, 0]
     out = poisoned((groups, max_m, n))

@@ -369,19 +369,23 @@ def test_masked_m_out_of_range_is_clamped(expected_m):
     assert (got == ref).all(), "an out-of-range masked_m must behave as its clamped value"
 
 
-def sanitized(idx: np.ndarray, block_m: int, groups: int) -> np.ndarray:
-    """The documented reading of m_indices, as well-formed input: a tile whose first id is outside
-    [0, G) is all padding; inside a valid tile, negative ids are padding and every other row uses
-    the tile's expert."""
+SLAB = 64  # rows per expert lookup in the contiguous layout (the alignment)
+
+
+def sanitized(idx: np.ndarray, groups: int) -> np.ndarray:
+    """The documented reading of m_indices, as well-formed input: a 64-row slab whose first id is
+    outside [0, G) is all padding; inside a valid slab, ids outside [0, G) are padding and every
+    other row uses the slab's expert."""
     out = idx.copy()
-    for start in range(0, len(idx), block_m):
-        tile = out[start:start + block_m]
-        first = tile[0]
+    for start in range(0, len(idx), SLAB):
+        slab = out[start:start + SLAB]
+        first = slab[0]
         if first < 0 or first >= groups:
-            tile[:] = -1
+            slab[:] = -1
         else:
-            tile[tile >= 0] = first
-            tile[tile < 0] = -1
+            bad = (slab < 0) | (slab >= groups)
+            slab[:] = first
+            slab[bad] = -1
     return out
 
 
@@ -392,12 +396,12 @@ def test_m_indices_out_of_range():
     idx = np.zeros(m, np.int32)
     patterns = ["valid_with_negative_rows", "first_is_G", "first_is_int_min", "all_int_max", "all_minus_one",
                 "valid_with_other_ids", "first_is_minus_seven", "valid_last_expert"]
-    for t, start in enumerate(range(0, m, bm)):
+    for t, start in enumerate(range(0, m, SLAB)):
         kind = patterns[t % len(patterns)]
         e = int(rng.integers(0, groups))
-        tile = np.full(bm, e, np.int32)
+        tile = np.full(SLAB, e, np.int32)
         if kind == "valid_with_negative_rows":
-            tile[rng.choice(np.arange(1, bm), 5, replace=False)] = [-1, -2, -7, -(2 ** 31), -100]
+            tile[rng.choice(np.arange(1, SLAB), 5, replace=False)] = [-1, -2, -7, -(2 ** 31), -100]
             tile[-9:] = -1
         elif kind == "first_is_G":
             tile[0] = groups
@@ -408,16 +412,17 @@ def test_m_indices_out_of_range():
         elif kind == "all_minus_one":
             tile[:] = -1
         elif kind == "valid_with_other_ids":
-            tile[rng.choice(np.arange(1, bm), 4, replace=False)] = [groups, groups + 5, 2 ** 31 - 1, (e + 1) % groups]
+            tile[rng.choice(np.arange(1, SLAB), 4, replace=False)] = [groups, groups + 5, 2 ** 31 - 1,
+                                                                      (e + 1) % groups]
         elif kind == "first_is_minus_seven":
             tile[0] = -7
         else:
             tile[:] = groups - 1
-        idx[start:start + bm] = tile
+        idx[start:start + SLAB] = tile
     a, sa, b, sb = quantized_contiguous(m, groups, n, k, seed=82)
     got = contiguous(a, sa, b, sb, idx)                    # contiguous() also checks guards and row padding
-    rule = sanitized(idx, bm, groups)
-    assert (got[rule < 0] == 0).all(), f"padding rows (by the documented rule, BLOCK_M={bm}) must be zeros"
+    rule = sanitized(idx, groups)
+    assert (got[rule < 0] == 0).all(), f"padding rows (by the documented rule; BLOCK_M={bm}) must be zeros"
     valid = rule >= 0
     ref = reference_grouped_contiguous(a, sa, b, sb, rule)
     err = max_rel_error(as_float(got)[valid], ref[valid])

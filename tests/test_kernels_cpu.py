@@ -36,7 +36,7 @@ def picked_configs():
     for bm, bn in ((256, 128), (128, 96), (64, 64)):
         configs.add(heuristics.KernelConfig("normal", 8 * bn, 1040, 1, bm, bn, heuristics._stages(bm, bn, 1040),
                                             1 if bm == 64 else 2, heuristics.swizzle_for(bn), cluster=2))
-    configs.add(heuristics.KernelConfig("masked", 512, 1024, 3, 256, 128, heuristics._stages(256, 128, 1024), 2,
+    configs.add(heuristics.KernelConfig("masked", 512, 1024, 3, 256, 128, heuristics._stages(256, 128, 1024, 3), 2,
                                         heuristics.swizzle_for(128), cluster=2))
     # Contiguous tiles of every height over 64-row expert segments (tests/test_gpu_gemm.py).
     for cfg in CONTIGUOUS_EXPLICIT:
@@ -93,14 +93,16 @@ def test_heuristic_limits(layout, m, n, k, groups, sms):
         # Every tile size honours 64-row expert segments (one pass per expert run of 64-row slabs);
         # 256-row tiles, which more often span two experts, only where experts are large on average.
         assert heuristics.CONTIGUOUS_M_ALIGNMENT == 64 and cfg.block_n <= 128
-        assert cfg.block_m < 256 or m >= heuristics.CONTIGUOUS_WIDE_ROWS * groups
+        assert cfg.block_m < 256 or m >= heuristics.WIDE_ROWS * groups
     assert heuristics.choose(layout, m, n, k, groups, sms) == plan  # deterministic
 
 
-def test_smem_formula_matches_kernel_layout():
+@pytest.mark.parametrize("layout, m, n, k, groups", [("normal", 4096, 7168, 16384, 1), ("masked", 256, 4096, 7168, 3),
+                                                    ("masked", 64, 2112, 7168, 37), ("contiguous", 8192, 4096, 200, 5)])
+def test_smem_formula_matches_kernel_layout(layout, m, n, k, groups):
     # The host sizes the launch's shared memory; the kernel lays it out. A static_assert appended to
     # the translation unit checks that the two agree.
-    cfg = heuristics.choose("normal", 4096, 7168, 16384, 1, 132).config
+    cfg = heuristics.choose(layout, m, n, k, groups, 132).config
     src = kernels.render(cfg) + "static_assert(cg8::kSmemBytes == %d, \"mismatch\");\n" % cfg.smem_bytes
     jit.compile_cubin(src)
 
