@@ -76,11 +76,23 @@ static_assert(kSlabs <= 4, "pass bookkeeping packs 2 bits per slab");
 struct Tile {
     uint32_t m_block;  // block index within the group's rows
     uint32_t n_block;
-    int32_t group;     // normal: 0; masked: the group; contiguous: per pass (pass_group)
+    int32_t group;     // normal: 0; masked: the group; contiguous: see pass_group
     uint32_t rows;     // rows of the group (masked: valid rows; otherwise M)
     uint32_t passes;   // bit p: a pass starts at slab p
     uint32_t heads;    // contiguous: 2 bits per slab, the slab its pass starts at
     uint32_t valid;    // contiguous: bit s: slab s has a valid expert
+    uint32_t zero;     // contiguous, math threads: bit 2w+h: this thread's row (slab w, +8h) is no expert's
+    int32_t slab_group[kSlabs];  // contiguous: each slab's expert id (valid slabs only)
+
+    // The group whose B the pass starting at slab p multiplies with.
+    __device__ __forceinline__ int32_t pass_group(uint32_t p) const {
+        if constexpr (kGemmType != kGemmContiguous) return group;
+        int32_t g = slab_group[0];
+#pragma unroll
+        for (uint32_t s = 1; s < kSlabs; ++s)
+            if (p == s) g = slab_group[s];
+        return g;
+    }
 
     // Slabs (within this math warpgroup's kWaves) that do MMAs in the pass starting at slab p.
     __device__ __forceinline__ uint32_t active_waves(uint32_t p, uint32_t wg) const {
@@ -102,8 +114,10 @@ struct Scheduler {
     // masked: the group the cursor is in, and how many tiles come before it
     int32_t cur_group;
     uint32_t group_first_tile, group_tiles, group_rows;
+    uint32_t thread_row;      // contiguous, math threads: this thread's first accumulator row in a tile
 
-    __device__ __forceinline__ Scheduler(uint32_t m_, const int32_t* layout_) : m(m_), layout(layout_) {
+    __device__ __forceinline__ Scheduler(uint32_t m_, const int32_t* layout_, uint32_t thread_row_)
+        : m(m_), layout(layout_), thread_row(thread_row_) {
         num_m_blocks = (m + kBlockM - 1) / kBlockM;
         tile_idx = blockIdx.x;
         cur_group = -1;
@@ -148,6 +162,7 @@ struct Scheduler {
                 for (uint32_t s = 0; s < kSlabs; ++s) {
                     const uint32_t row = t.m_block * kBlockM + s * 64;
                     const int32_t g = row < m ? __ldg(layout + row) : -1;
+                    t.slab_group[s] = g;
                     if (g >= 0 && g < int32_t(kNumGroups)) {  // ids past the last expert count as padding
                         if (g != prev) head = s, t.passes |= 1u << s;
                         t.valid |= 1u << s;
@@ -157,18 +172,19 @@ struct Scheduler {
                         prev = -1;
                     }
                 }
+                // The math thread's own rows that come out as zeros (an id that is no expert's).
+                t.zero = 0;
+#pragma unroll
+                for (uint32_t i = 0; i < 2 * kWaves && thread_row < kBlockM; ++i) {
+                    const uint32_t r = t.m_block * kBlockM + thread_row + (i / 2) * 64 + (i % 2) * 8;
+                    if (r < m && uint32_t(__ldg(layout + r)) >= kNumGroups) t.zero |= 1u << i;  // -1 wraps high
+                }
             }
         }
         tile_idx += gridDim.x;
         return true;
     }
 };
-
-// The group whose B a pass multiplies with (contiguous: the expert of the pass's first slab).
-__device__ __forceinline__ int32_t pass_group(const Tile& t, uint32_t p, const int32_t* layout) {
-    if constexpr (kGemmType == kGemmContiguous) return __ldg(layout + t.m_block * kBlockM + p * 64);
-    return t.group;
-}
 
 // Row of the 2-D A / D views where a tile starts (masked groups are stacked max_m rows apart).
 __device__ __forceinline__ uint32_t tile_row(const Tile& t, uint32_t m) {
@@ -233,20 +249,25 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
     if constexpr (kClusterSize > 1) cluster_sync(); else __syncthreads();
     const uint32_t cta_rank = kClusterSize > 1 ? cluster_ctarank() : 0;
 
-    Scheduler sched(m, kGemmType == kGemmMasked ? smem_rows : layout);
-    Tile t;
+    // Each role fetches its next tile (the contiguous layout: global loads of m_indices) while the
+    // current one is still in flight, so that their latency is not paid between tiles.
+    Scheduler sched(m, kGemmType == kGemmMasked ? smem_rows : layout,
+                    wg < kNumMathWG ? wg * kWaves * 64 + warp * 16 + lane / 4 : kBlockM);
+    Tile t, next_t;
     uint32_t stage = 0, phase = 0;
 
     if (wg == kNumMathWG) {
         // ------------------------------------------------------------ producer
         setmaxnreg_dec<40>();
-        while (tid == 0 && sched.next(t)) {
+        bool more = tid == 0 && sched.next(t);
+        while (more) {
             const int32_t a_row = int32_t(tile_row(t, m));
             const int32_t sa_row0 = int32_t(kGemmType == kGemmMasked ? uint32_t(t.group) * kNumKBlocks : 0u);
             const int32_t sa_col = int32_t(t.m_block * kBlockM);
+            bool fetched = false;
 #pragma unroll 1
             for (uint32_t passes = t.passes; passes != 0; passes &= passes - 1) {
-                const int32_t group = pass_group(t, __ffs(passes) - 1, layout);
+                const int32_t group = t.pass_group(__ffs(passes) - 1);
                 const int32_t b_row = int32_t(uint32_t(group) * kShapeN + t.n_block * kBlockN);
 #pragma unroll 1
                 for (uint32_t kb = 0; kb < kNumKBlocks; ++kb) {
@@ -265,8 +286,11 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     }
                     tma_load_2d(smem_b + stage * kSmemB, &tmap_b, bar, int32_t(kb * kBlockK), b_row);
                     if (++stage == kStages) stage = 0, phase ^= 1;
+                    if (!fetched) fetched = true, more = sched.next(next_t);
                 }
             }
+            if (!fetched) more = sched.next(next_t);
+            t = next_t;
         }
     } else {
         // ---------------------------------------------------------------- math warpgroups
@@ -279,7 +303,8 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         const uint32_t smem_d_addr = smem_addr(smem_d);
         const bool store_thread = (wg == 0 && tid < kNumAtoms);
 
-        while (sched.next(t)) {
+        bool more = sched.next(t);
+        while (more) {
             const uint32_t n0 = t.n_block * kBlockN;
 #pragma unroll
             for (uint32_t w = 0; w < kWaves; ++w)
@@ -289,7 +314,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
 #pragma unroll 1
             for (uint32_t passes = t.passes; passes != 0; passes &= passes - 1) {
                 const uint32_t pass = __ffs(passes) - 1;
-                const int32_t group = pass_group(t, pass, layout);
+                const int32_t group = t.pass_group(pass);
                 // Slabs of this warpgroup in the pass. The warp reduction tells ptxas the value is warp-uniform:
                 // without it, the branches on it move the wgmma descriptor arithmetic off the uniform
                 // datapath (R2UR on every wgmma; measured 10% slower).
@@ -433,20 +458,16 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             }
 
             // ------------------------------------------------------------ epilogue
+            more = sched.next(next_t);  // its loads (contiguous) overlap this epilogue
             const uint32_t row0 = tile_row(t, m);
             const uint32_t m0 = t.m_block * kBlockM;
 
             // Contiguous layout: rows whose m_indices entry is not an expert (-1 on padding) come out
             // as zeros. (Slabs without a valid expert never accumulated: already zero.)
             if constexpr (kGemmType == kGemmContiguous) {
-                auto not_expert = [&](uint32_t r) {
-                    return r < m && uint32_t(__ldg(layout + r)) >= kNumGroups;  // negative ids wrap high
-                };
 #pragma unroll
                 for (uint32_t w = 0; w < kWaves; ++w) {
-                    const uint32_t r = m0 + (wg * kWaves + w) * 64 + warp * 16 + lane / 4;
-                    const bool z0 = not_expert(r);
-                    const bool z1 = not_expert(r + 8);
+                    const bool z0 = (t.zero >> (2 * w)) & 1u, z1 = (t.zero >> (2 * w + 1)) & 1u;
 #pragma unroll
                     for (uint32_t i = 0; i < kBlockN / 8; ++i) {
                         if (z0) fin[w][i * 4 + 0] = fin[w][i * 4 + 1] = 0.f;
@@ -507,6 +528,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     }
                 }
             }
+            t = next_t;
         }
         if (store_thread) bulk_wait_group0();
     }
