@@ -249,8 +249,11 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
     if constexpr (kClusterSize > 1) cluster_sync(); else __syncthreads();
     const uint32_t cta_rank = kClusterSize > 1 ? cluster_ctarank() : 0;
 
-    // Each role fetches its next tile (the contiguous layout: global loads of m_indices) while the
-    // current one is still in flight, so that their latency is not paid between tiles.
+    // Contiguous: each role fetches its next tile (global loads of m_indices) while the current one is
+    // still in flight, so that their latency is not paid between tiles. (Elsewhere fetching is pure
+    // arithmetic, and fetching early moved the normal kernels' wgmma descriptor arithmetic off the
+    // uniform datapath: 64x2112x7168 measured 25% slower.)
+    constexpr bool kFetchEarly = kGemmType == kGemmContiguous;
     Scheduler sched(m, kGemmType == kGemmMasked ? smem_rows : layout,
                     wg < kNumMathWG ? wg * kWaves * 64 + warp * 16 + lane / 4 : kBlockM);
     Tile t, next_t;
@@ -259,12 +262,11 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
     if (wg == kNumMathWG) {
         // ------------------------------------------------------------ producer
         setmaxnreg_dec<40>();
-        bool more = tid == 0 && sched.next(t);
-        while (more) {
+        // All TMA loads of one tile; after_load() runs after each k-block's.
+        auto load_tile = [&](const Tile& t, auto&& after_load) {
             const int32_t a_row = int32_t(tile_row(t, m));
             const int32_t sa_row0 = int32_t(kGemmType == kGemmMasked ? uint32_t(t.group) * kNumKBlocks : 0u);
             const int32_t sa_col = int32_t(t.m_block * kBlockM);
-            bool fetched = false;
 #pragma unroll 1
             for (uint32_t passes = t.passes; passes != 0; passes &= passes - 1) {
                 const int32_t group = t.pass_group(__ffs(passes) - 1);
@@ -286,11 +288,22 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     }
                     tma_load_2d(smem_b + stage * kSmemB, &tmap_b, bar, int32_t(kb * kBlockK), b_row);
                     if (++stage == kStages) stage = 0, phase ^= 1;
-                    if (!fetched) fetched = true, more = sched.next(next_t);
+                    after_load();
                 }
             }
-            if (!fetched) more = sched.next(next_t);
-            t = next_t;
+        };
+        if constexpr (kFetchEarly) {
+            bool more = tid == 0 && sched.next(t);
+            while (more) {
+                bool fetched = false;
+                load_tile(t, [&] {
+                    if (!fetched) fetched = true, more = sched.next(next_t);
+                });
+                if (!fetched) more = sched.next(next_t);
+                t = next_t;
+            }
+        } else {
+            while (tid == 0 && sched.next(t)) load_tile(t, [] {});
         }
     } else {
         // ---------------------------------------------------------------- math warpgroups
@@ -303,232 +316,240 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         const uint32_t smem_d_addr = smem_addr(smem_d);
         const bool store_thread = (wg == 0 && tid < kNumAtoms);
 
-        bool more = sched.next(t);
-        while (more) {
-            const uint32_t n0 = t.n_block * kBlockN;
+        // One tile: main loop and epilogue; before_epilogue() runs between them.
+        auto work_tile = [&](const Tile& t, auto&& before_epilogue) {
+                const uint32_t n0 = t.n_block * kBlockN;
 #pragma unroll
-            for (uint32_t w = 0; w < kWaves; ++w)
+                for (uint32_t w = 0; w < kWaves; ++w)
 #pragma unroll
-                for (uint32_t i = 0; i < kBlockN / 2; ++i) fin[w][i] = 0.f;
+                    for (uint32_t i = 0; i < kBlockN / 2; ++i) fin[w][i] = 0.f;
 
 #pragma unroll 1
-            for (uint32_t passes = t.passes; passes != 0; passes &= passes - 1) {
-                const uint32_t pass = __ffs(passes) - 1;
-                const int32_t group = t.pass_group(pass);
-                // Slabs of this warpgroup in the pass. The warp reduction tells ptxas the value is warp-uniform:
-                // without it, the branches on it move the wgmma descriptor arithmetic off the uniform
-                // datapath (R2UR on every wgmma; measured 10% slower).
-                constexpr uint32_t kAllWaves = (1u << kWaves) - 1;
-                const uint32_t waves = kGemmType == kGemmContiguous
-                                           ? __reduce_or_sync(~0u, t.active_waves(pass, wg)) : kAllWaves;
-                const uint32_t sb_row = uint32_t(group) * kScaleRowsB + n0 / 128;
-                const float* sb0_ptr = sb + sb_row * kNumKBlocks;
-                const float* sb1_ptr = sb + min(sb_row + 1, uint32_t(group) * kScaleRowsB + kScaleRowsB - 1) * kNumKBlocks;
-                const uint32_t boundary = 128 - n0 % 128;  // tile columns below this use sb row n0/128
+                for (uint32_t passes = t.passes; passes != 0; passes &= passes - 1) {
+                    const uint32_t pass = __ffs(passes) - 1;
+                    const int32_t group = t.pass_group(pass);
+                    // Slabs of this warpgroup in the pass. The warp reduction tells ptxas the value is
+                    // warp-uniform: without it, the branches on it move the wgmma descriptor arithmetic
+                    // off the uniform datapath (R2UR on every wgmma; measured 10% slower).
+                    constexpr uint32_t kAllWaves = (1u << kWaves) - 1;
+                    const uint32_t waves = kGemmType == kGemmContiguous
+                                               ? __reduce_or_sync(~0u, t.active_waves(pass, wg)) : kAllWaves;
+                    const uint32_t sb_row = uint32_t(group) * kScaleRowsB + n0 / 128;
+                    const float* sb0_ptr = sb + sb_row * kNumKBlocks;
+                    const float* sb1_ptr = sb + min(sb_row + 1, uint32_t(group) * kScaleRowsB + kScaleRowsB - 1) * kNumKBlocks;
+                    const uint32_t boundary = 128 - n0 % 128;  // tile columns below this use sb row n0/128
 
-                // Stage the pass's B scales in shared memory once: a global load per k-block would put
-                // an L2 round trip on every k-block of short-k-block (small) tiles. Every math thread
-                // is past the previous tile's main loop (the epilogue's barrier); a later pass of the
-                // same tile must first wait for the previous pass's readers.
-                if (passes != t.passes) named_barrier_sync(1, kMathThreads);
-                for (uint32_t i = threadIdx.x; i < kNumKBlocks * kScaleRowsPerTile; i += kMathThreads)
-                    smem_sb[i] = __ldg(i < kNumKBlocks ? sb0_ptr + i : sb1_ptr + (i - kNumKBlocks));
-                named_barrier_sync(1, kMathThreads);
-                // Waits for k-block `kb`'s stage and returns its promotion scales for 64-row slab `w`:
-                // {sa(r0) sb0, sa(r1) sb0, sa(r0) sb1, sa(r1) sb1}.
-                auto wait_stage = [&](uint32_t kb, float (&scale)[kWaves][4]) {
-                    const float sb0 = smem_sb[kb], sb1 = kMayStraddle ? smem_sb[kNumKBlocks + kb] : sb0;
-                    mbar_wait(&full[stage], phase);
-                    const float* sa = smem_sa + stage * kBlockM;
-#pragma unroll
-                    for (uint32_t w = 0; w < kWaves; ++w) {
-                        const uint32_t row = (wg * kWaves + w) * 64 + warp * 16 + lane / 4;
-                        const float sa0 = sa[row], sa1 = sa[row + 8];
-                        scale[w][0] = sa0 * sb0, scale[w][1] = sa1 * sb0, scale[w][2] = sa0 * sb1, scale[w][3] = sa1 * sb1;
-                    }
-                };
-                // One 128-deep k-block of 64-row slab `w` into `d` (issued, committed, not waited for).
-                auto issue_mma = [&](float (&d)[kBlockN / 2], uint32_t w) {
-#pragma unroll
-                    for (uint32_t i = 0; i < kBlockN / 2; ++i) fence_operand(d[i]);
-                    wgmma_fence();
-                    const uint32_t a_base = smem_a_addr + stage * kSmemA + (wg * kWaves + w) * 64 * kBlockK;
-                    const uint32_t b_base = smem_b_addr + stage * kSmemB;
-#pragma unroll
-                    for (uint32_t k = 0; k < kBlockK / 32; ++k)
-                        wgmma_m64k32(d, smem_desc_sw128(a_base + k * 32), smem_desc_sw128(b_base + k * 32), k);
-                    wgmma_commit();
-                };
-                // Promotion: scale a finished 128-deep partial sum and add it into the FP32 result.
-                auto promote = [&](float (&f)[kBlockN / 2], float (&d)[kBlockN / 2], const float (&sc)[4]) {
-#pragma unroll
-                    for (uint32_t i = 0; i < kBlockN / 2; ++i) fence_operand(d[i]);
-#pragma unroll
-                    for (uint32_t i = 0; i < kBlockN / 8; ++i) {
-                        const bool first = !kMayStraddle || i * 8 < boundary;
-                        const float s0 = first ? sc[0] : sc[2], s1 = first ? sc[1] : sc[3];
-                        f[i * 4 + 0] += s0 * d[i * 4 + 0];
-                        f[i * 4 + 1] += s0 * d[i * 4 + 1];
-                        f[i * 4 + 2] += s1 * d[i * 4 + 2];
-                        f[i * 4 + 3] += s1 * d[i * 4 + 3];
-                    }
-                };
-                // Every CTA that loaded into (or multicast into) this stage must hear that it is free.
-                auto release = [&](uint32_t st) {
-                    if constexpr (kClusterSize > 1) {
-                        if (lane < kClusterSize) mbar_arrive_cluster(&empty[st], lane);
-                    } else {
-                        if (lane == 0) mbar_arrive(&empty[st]);
-                    }
-                };
-                auto advance = [&]() {
-                    if (++stage == kStages) stage = 0, phase ^= 1;
-                };
-
-                if (kGemmType == kGemmContiguous && waves == 0) {
-                    // No slab of this warpgroup in the pass: walk the ring with the other warpgroup.
-#pragma unroll 1
-                    for (uint32_t kb = 0; kb < kNumKBlocks; ++kb) {
+                    // Stage the pass's B scales in shared memory once: a global load per k-block would put
+                    // an L2 round trip on every k-block of short-k-block (small) tiles. Every math thread
+                    // is past the previous tile's main loop (the epilogue's barrier); a later pass of the
+                    // same tile must first wait for the previous pass's readers.
+                    if (passes != t.passes) named_barrier_sync(1, kMathThreads);
+                    for (uint32_t i = threadIdx.x; i < kNumKBlocks * kScaleRowsPerTile; i += kMathThreads)
+                        smem_sb[i] = __ldg(i < kNumKBlocks ? sb0_ptr + i : sb1_ptr + (i - kNumKBlocks));
+                    named_barrier_sync(1, kMathThreads);
+                    // Waits for k-block `kb`'s stage and returns its promotion scales for 64-row slab `w`:
+                    // {sa(r0) sb0, sa(r1) sb0, sa(r0) sb1, sa(r1) sb1}.
+                    auto wait_stage = [&](uint32_t kb, float (&scale)[kWaves][4]) {
+                        const float sb0 = smem_sb[kb], sb1 = kMayStraddle ? smem_sb[kNumKBlocks + kb] : sb0;
                         mbar_wait(&full[stage], phase);
-                        release(stage);
-                        advance();
-                    }
-                } else if constexpr (kAccSets == 1) {
-                    // One accumulator: per k-block, each slab's MMAs then its promotion. The other math
-                    // warpgroup's MMAs fill the tensor cores meanwhile. Instantiated twice: every slab
-                    // (the hot loop, as if there were no passes) and some slabs (tiles of two experts).
-                    auto mainloop = [&](auto every_wave) {
-                        constexpr bool kEvery = decltype(every_wave)::value;
-                        const uint32_t last = kEvery ? kWaves - 1 : 31 - __clz(waves);
-                        float scale[kWaves][4];
-#pragma unroll 1
-                        for (uint32_t kb = 0; kb < kNumKBlocks; ++kb) {
-                            wait_stage(kb, scale);
+                        const float* sa = smem_sa + stage * kBlockM;
 #pragma unroll
-                            for (uint32_t w = 0; w < kWaves; ++w) {
-                                if (!kEvery && !((waves >> w) & 1u)) continue;
-                                issue_mma(acc[0], w);
-                                wgmma_wait<0>();
-                                // The stage's shared memory is no longer needed: release it before promoting.
-                                if (w == last) release(stage);
-                                promote(fin[w], acc[0], scale[w]);
-                            }
-                            advance();
+                        for (uint32_t w = 0; w < kWaves; ++w) {
+                            const uint32_t row = (wg * kWaves + w) * 64 + warp * 16 + lane / 4;
+                            const float sa0 = sa[row], sa1 = sa[row + 8];
+                            scale[w][0] = sa0 * sb0, scale[w][1] = sa1 * sb0, scale[w][2] = sa0 * sb1, scale[w][3] = sa1 * sb1;
                         }
                     };
-                    if (waves == kAllWaves) mainloop(Bool<true>{}); else mainloop(Bool<false>{});
-                } else {
-                    // Two accumulators (one 64-row slab): k-block kb's MMAs run while kb-1 is promoted,
-                    // so the MMA latency is hidden even when this is the only math warpgroup.
-                    float scale0[kWaves][4], scale1[kWaves][4];  // kWaves == 1 here
-                    uint32_t stage0, stage1;
-                    auto retire = [&](float (&d)[kBlockN / 2], const float (&sc)[kWaves][4], uint32_t st) {
-                        release(st);
-                        promote(fin[0], d, sc[0]);
+                    // One 128-deep k-block of 64-row slab `w` into `d` (issued, committed, not waited for).
+                    auto issue_mma = [&](float (&d)[kBlockN / 2], uint32_t w) {
+#pragma unroll
+                        for (uint32_t i = 0; i < kBlockN / 2; ++i) fence_operand(d[i]);
+                        wgmma_fence();
+                        const uint32_t a_base = smem_a_addr + stage * kSmemA + (wg * kWaves + w) * 64 * kBlockK;
+                        const uint32_t b_base = smem_b_addr + stage * kSmemB;
+#pragma unroll
+                        for (uint32_t k = 0; k < kBlockK / 32; ++k)
+                            wgmma_m64k32(d, smem_desc_sw128(a_base + k * 32), smem_desc_sw128(b_base + k * 32), k);
+                        wgmma_commit();
                     };
-                    // Waits for k-block kb's stage, issues its MMAs into `d`, remembers the stage.
-                    auto start = [&](uint32_t kb, float (&d)[kBlockN / 2], float (&sc)[kWaves][4], uint32_t& st) {
-                        wait_stage(kb, sc);
-                        issue_mma(d, 0);
-                        st = stage;
-                        advance();
+                    // Promotion: scale a finished 128-deep partial sum and add it into the FP32 result.
+                    auto promote = [&](float (&f)[kBlockN / 2], float (&d)[kBlockN / 2], const float (&sc)[4]) {
+#pragma unroll
+                        for (uint32_t i = 0; i < kBlockN / 2; ++i) fence_operand(d[i]);
+#pragma unroll
+                        for (uint32_t i = 0; i < kBlockN / 8; ++i) {
+                            const bool first = !kMayStraddle || i * 8 < boundary;
+                            const float s0 = first ? sc[0] : sc[2], s1 = first ? sc[1] : sc[3];
+                            f[i * 4 + 0] += s0 * d[i * 4 + 0];
+                            f[i * 4 + 1] += s0 * d[i * 4 + 1];
+                            f[i * 4 + 2] += s1 * d[i * 4 + 2];
+                            f[i * 4 + 3] += s1 * d[i * 4 + 3];
+                        }
                     };
-                    start(0, acc[0], scale0, stage0);
-                    uint32_t kb = 1;
+                    // Every CTA that loaded into (or multicast into) this stage must hear that it is free.
+                    auto release = [&](uint32_t st) {
+                        if constexpr (kClusterSize > 1) {
+                            if (lane < kClusterSize) mbar_arrive_cluster(&empty[st], lane);
+                        } else {
+                            if (lane == 0) mbar_arrive(&empty[st]);
+                        }
+                    };
+                    auto advance = [&]() {
+                        if (++stage == kStages) stage = 0, phase ^= 1;
+                    };
+
+                    if (kGemmType == kGemmContiguous && waves == 0) {
+                        // No slab of this warpgroup in the pass: walk the ring with the other warpgroup.
 #pragma unroll 1
-                    for (; kb + 1 < kNumKBlocks; kb += 2) {
-                        start(kb, acc[1], scale1, stage1);
-                        wgmma_wait<1>();
-                        retire(acc[0], scale0, stage0);
-                        start(kb + 1, acc[0], scale0, stage0);
-                        wgmma_wait<1>();
-                        retire(acc[1], scale1, stage1);
-                    }
-                    if (kb < kNumKBlocks) {
-                        start(kb, acc[1], scale1, stage1);
-                        wgmma_wait<1>();
-                        retire(acc[0], scale0, stage0);
-                        wgmma_wait<0>();
-                        retire(acc[1], scale1, stage1);
+                        for (uint32_t kb = 0; kb < kNumKBlocks; ++kb) {
+                            mbar_wait(&full[stage], phase);
+                            release(stage);
+                            advance();
+                        }
+                    } else if constexpr (kAccSets == 1) {
+                        // One accumulator: per k-block, each slab's MMAs then its promotion. The other math
+                        // warpgroup's MMAs fill the tensor cores meanwhile. Instantiated twice: every slab
+                        // (the hot loop, as if there were no passes) and some slabs (tiles of two experts).
+                        auto mainloop = [&](auto every_wave) {
+                            constexpr bool kEvery = decltype(every_wave)::value;
+                            const uint32_t last = kEvery ? kWaves - 1 : 31 - __clz(waves);
+                            float scale[kWaves][4];
+#pragma unroll 1
+                            for (uint32_t kb = 0; kb < kNumKBlocks; ++kb) {
+                                wait_stage(kb, scale);
+#pragma unroll
+                                for (uint32_t w = 0; w < kWaves; ++w) {
+                                    if (!kEvery && !((waves >> w) & 1u)) continue;
+                                    issue_mma(acc[0], w);
+                                    wgmma_wait<0>();
+                                    // The stage's shared memory is no longer needed: release it before promoting.
+                                    if (w == last) release(stage);
+                                    promote(fin[w], acc[0], scale[w]);
+                                }
+                                advance();
+                            }
+                        };
+                        if (waves == kAllWaves) mainloop(Bool<true>{}); else mainloop(Bool<false>{});
                     } else {
-                        wgmma_wait<0>();
-                        retire(acc[0], scale0, stage0);
+                        // Two accumulators (one 64-row slab): k-block kb's MMAs run while kb-1 is promoted,
+                        // so the MMA latency is hidden even when this is the only math warpgroup.
+                        float scale0[kWaves][4], scale1[kWaves][4];  // kWaves == 1 here
+                        uint32_t stage0, stage1;
+                        auto retire = [&](float (&d)[kBlockN / 2], const float (&sc)[kWaves][4], uint32_t st) {
+                            release(st);
+                            promote(fin[0], d, sc[0]);
+                        };
+                        // Waits for k-block kb's stage, issues its MMAs into `d`, remembers the stage.
+                        auto start = [&](uint32_t kb, float (&d)[kBlockN / 2], float (&sc)[kWaves][4], uint32_t& st) {
+                            wait_stage(kb, sc);
+                            issue_mma(d, 0);
+                            st = stage;
+                            advance();
+                        };
+                        start(0, acc[0], scale0, stage0);
+                        uint32_t kb = 1;
+#pragma unroll 1
+                        for (; kb + 1 < kNumKBlocks; kb += 2) {
+                            start(kb, acc[1], scale1, stage1);
+                            wgmma_wait<1>();
+                            retire(acc[0], scale0, stage0);
+                            start(kb + 1, acc[0], scale0, stage0);
+                            wgmma_wait<1>();
+                            retire(acc[1], scale1, stage1);
+                        }
+                        if (kb < kNumKBlocks) {
+                            start(kb, acc[1], scale1, stage1);
+                            wgmma_wait<1>();
+                            retire(acc[0], scale0, stage0);
+                            wgmma_wait<0>();
+                            retire(acc[1], scale1, stage1);
+                        } else {
+                            wgmma_wait<0>();
+                            retire(acc[0], scale0, stage0);
+                        }
                     }
                 }
-            }
 
-            // ------------------------------------------------------------ epilogue
-            more = sched.next(next_t);  // its loads (contiguous) overlap this epilogue
-            const uint32_t row0 = tile_row(t, m);
-            const uint32_t m0 = t.m_block * kBlockM;
+                // ------------------------------------------------------------ epilogue
+                before_epilogue();
+                const uint32_t row0 = tile_row(t, m);
+                const uint32_t m0 = t.m_block * kBlockM;
 
-            // Contiguous layout: rows whose m_indices entry is not an expert (-1 on padding) come out
-            // as zeros. (Slabs without a valid expert never accumulated: already zero.)
-            if constexpr (kGemmType == kGemmContiguous) {
+                // Contiguous layout: rows whose m_indices entry is not an expert (-1 on padding) come out
+                // as zeros. (Slabs without a valid expert never accumulated: already zero.)
+                if constexpr (kGemmType == kGemmContiguous) {
+#pragma unroll
+                    for (uint32_t w = 0; w < kWaves; ++w) {
+                        const bool z0 = (t.zero >> (2 * w)) & 1u, z1 = (t.zero >> (2 * w + 1)) & 1u;
+#pragma unroll
+                        for (uint32_t i = 0; i < kBlockN / 8; ++i) {
+                            if (z0) fin[w][i * 4 + 0] = fin[w][i * 4 + 1] = 0.f;
+                            if (z1) fin[w][i * 4 + 2] = fin[w][i * 4 + 3] = 0.f;
+                        }
+                    }
+                }
+
+                // The previous tile's TMA store must have finished reading the tile before it is rewritten.
+                if (store_thread) bulk_wait_group_read0();
+                named_barrier_sync(1, kMathThreads);
+
 #pragma unroll
                 for (uint32_t w = 0; w < kWaves; ++w) {
-                    const bool z0 = (t.zero >> (2 * w)) & 1u, z1 = (t.zero >> (2 * w + 1)) & 1u;
+                    const uint32_t row = (wg * kWaves + w) * 64 + warp * 16 + (lane / 8 % 2) * 8 + lane % 8;
 #pragma unroll
-                    for (uint32_t i = 0; i < kBlockN / 8; ++i) {
-                        if (z0) fin[w][i * 4 + 0] = fin[w][i * 4 + 1] = 0.f;
-                        if (z1) fin[w][i * 4 + 2] = fin[w][i * 4 + 3] = 0.f;
+                    for (uint32_t i = 0; i + 1 < kBlockN / 8; i += 2) {
+                        const uint32_t addr = d_smem_addr(smem_d_addr, row, (i + lane / 16) * 8);
+                        stmatrix_x4(addr, pack_bf16x2(fin[w][i * 4 + 0], fin[w][i * 4 + 1]),
+                                    pack_bf16x2(fin[w][i * 4 + 2], fin[w][i * 4 + 3]),
+                                    pack_bf16x2(fin[w][i * 4 + 4], fin[w][i * 4 + 5]),
+                                    pack_bf16x2(fin[w][i * 4 + 6], fin[w][i * 4 + 7]));
+                    }
+                    if constexpr ((kBlockN / 8) % 2 == 1) {
+                        constexpr uint32_t i = kBlockN / 8 - 1;
+                        const uint32_t addr = d_smem_addr(smem_d_addr, row, i * 8);  // lanes 16..31: ignored
+                        stmatrix_x2(addr, pack_bf16x2(fin[w][i * 4 + 0], fin[w][i * 4 + 1]),
+                                    pack_bf16x2(fin[w][i * 4 + 2], fin[w][i * 4 + 3]));
                     }
                 }
-            }
 
-            // The previous tile's TMA store must have finished reading the tile before it is rewritten.
-            if (store_thread) bulk_wait_group_read0();
-            named_barrier_sync(1, kMathThreads);
-
-#pragma unroll
-            for (uint32_t w = 0; w < kWaves; ++w) {
-                const uint32_t row = (wg * kWaves + w) * 64 + warp * 16 + (lane / 8 % 2) * 8 + lane % 8;
-#pragma unroll
-                for (uint32_t i = 0; i + 1 < kBlockN / 8; i += 2) {
-                    const uint32_t addr = d_smem_addr(smem_d_addr, row, (i + lane / 16) * 8);
-                    stmatrix_x4(addr, pack_bf16x2(fin[w][i * 4 + 0], fin[w][i * 4 + 1]),
-                                pack_bf16x2(fin[w][i * 4 + 2], fin[w][i * 4 + 3]),
-                                pack_bf16x2(fin[w][i * 4 + 4], fin[w][i * 4 + 5]),
-                                pack_bf16x2(fin[w][i * 4 + 6], fin[w][i * 4 + 7]));
-                }
-                if constexpr ((kBlockN / 8) % 2 == 1) {
-                    constexpr uint32_t i = kBlockN / 8 - 1;
-                    const uint32_t addr = d_smem_addr(smem_d_addr, row, i * 8);  // lanes 16..31: ignored
-                    stmatrix_x2(addr, pack_bf16x2(fin[w][i * 4 + 0], fin[w][i * 4 + 1]),
-                                pack_bf16x2(fin[w][i * 4 + 2], fin[w][i * 4 + 3]));
-                }
-            }
-
-            const bool partial_rows = (kGemmType == kGemmMasked) && (m0 + kBlockM > t.rows);
-            if (!partial_rows) {
-                fence_proxy_async_smem();
-                named_barrier_sync(1, kMathThreads);
-                if (store_thread) {
-                    tma_store_2d(&tmap_d, smem_d + tid * (kBlockM * kAtomBytes), int32_t(n0 + tid * kAtomCols),
-                                 int32_t(row0));
-                    bulk_commit_group();
-                }
-            } else {
-                // Masked layout, last block of a group: only rows below masked_m may be written, so copy
-                // them out with ordinary 16-byte stores instead of a TMA store of the whole box.
-                named_barrier_sync(1, kMathThreads);
-                const uint32_t valid = t.rows - m0;
-                constexpr uint32_t kChunks = kBlockN / 8;
-                for (uint32_t idx = threadIdx.x; idx < valid * kChunks; idx += kMathThreads) {
-                    const uint32_t r = idx / kChunks, c = (idx % kChunks) * 8;
-                    if (n0 + c < kShapeN) {
-                        uint32_t v0, v1, v2, v3;
-                        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                                     : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3)
-                                     : "r"(d_smem_addr(smem_d_addr, r, c)));
-                        unsigned short* dst = d + uint64_t(row0 + r) * ldd + n0 + c;
-                        asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(v0), "r"(v1),
-                                     "r"(v2), "r"(v3)
-                                     : "memory");
+                const bool partial_rows = (kGemmType == kGemmMasked) && (m0 + kBlockM > t.rows);
+                if (!partial_rows) {
+                    fence_proxy_async_smem();
+                    named_barrier_sync(1, kMathThreads);
+                    if (store_thread) {
+                        tma_store_2d(&tmap_d, smem_d + tid * (kBlockM * kAtomBytes), int32_t(n0 + tid * kAtomCols),
+                                     int32_t(row0));
+                        bulk_commit_group();
+                    }
+                } else {
+                    // Masked layout, last block of a group: only rows below masked_m may be written, so copy
+                    // them out with ordinary 16-byte stores instead of a TMA store of the whole box.
+                    named_barrier_sync(1, kMathThreads);
+                    const uint32_t valid = t.rows - m0;
+                    constexpr uint32_t kChunks = kBlockN / 8;
+                    for (uint32_t idx = threadIdx.x; idx < valid * kChunks; idx += kMathThreads) {
+                        const uint32_t r = idx / kChunks, c = (idx % kChunks) * 8;
+                        if (n0 + c < kShapeN) {
+                            uint32_t v0, v1, v2, v3;
+                            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                                         : "=r"(v0), "=r"(v1), "=r"(v2), "=r"(v3)
+                                         : "r"(d_smem_addr(smem_d_addr, r, c)));
+                            unsigned short* dst = d + uint64_t(row0 + r) * ldd + n0 + c;
+                            asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(v0), "r"(v1),
+                                         "r"(v2), "r"(v3)
+                                         : "memory");
+                        }
                     }
                 }
+        };
+        if constexpr (kFetchEarly) {
+            bool more = sched.next(t);
+            while (more) {
+                work_tile(t, [&] { more = sched.next(next_t); });  // its loads overlap the epilogue
+                t = next_t;
             }
-            t = next_t;
+        } else {
+            while (sched.next(t)) work_tile(t, [] {});
         }
         if (store_thread) bulk_wait_group0();
     }
