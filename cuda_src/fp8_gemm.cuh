@@ -316,8 +316,10 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         const uint32_t smem_d_addr = smem_addr(smem_d);
         const bool store_thread = (wg == 0 && tid < kNumAtoms);
 
-        // One tile: main loop and epilogue; before_epilogue() runs between them.
-        auto work_tile = [&](const Tile& t, auto&& before_epilogue) {
+        // One tile: main loop and epilogue. fetch_next() runs once, after the first pass's barrier
+        // (or before the epilogue of a tile without passes): global loads still in flight at a
+        // bar.sync are waited for there, and the main loop has none.
+        auto work_tile = [&](const Tile& t, auto&& fetch_next) {
                 const uint32_t n0 = t.n_block * kBlockN;
 #pragma unroll
                 for (uint32_t w = 0; w < kWaves; ++w)
@@ -347,6 +349,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     for (uint32_t i = threadIdx.x; i < kNumKBlocks * kScaleRowsPerTile; i += kMathThreads)
                         smem_sb[i] = __ldg(i < kNumKBlocks ? sb0_ptr + i : sb1_ptr + (i - kNumKBlocks));
                     named_barrier_sync(1, kMathThreads);
+                    if (passes == t.passes) fetch_next();
                     // Waits for k-block `kb`'s stage and returns its promotion scales for 64-row slab `w`:
                     // {sa(r0) sb0, sa(r1) sb0, sa(r0) sb1, sa(r1) sb1}.
                     auto wait_stage = [&](uint32_t kb, float (&scale)[kWaves][4]) {
@@ -471,7 +474,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                 }
 
                 // ------------------------------------------------------------ epilogue
-                before_epilogue();
+                if (t.passes == 0) fetch_next();
                 const uint32_t row0 = tile_row(t, m);
                 const uint32_t m0 = t.m_block * kBlockM;
 
@@ -545,7 +548,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         if constexpr (kFetchEarly) {
             bool more = sched.next(t);
             while (more) {
-                work_tile(t, [&] { more = sched.next(next_t); });  // its loads overlap the epilogue
+                work_tile(t, [&] { more = sched.next(next_t); });  // its loads overlap the main loop
                 t = next_t;
             }
         } else {
