@@ -116,10 +116,12 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
         # The rows per group are only expected (DeepGEMM's tests draw 0.7-1.3x), so the wave
         # arithmetic below, exact for the dense GEMM, turns into guesswork: a group with a few rows
         # more than planned adds a block and can add a wave. Measured on the six masked benchmark
-        # shapes, each with its drawn rows and with one group alone (bench/results/tune-grouped-*),
-        # the tile with the best steady-state throughput per area (128x128, two accumulators; 256
-        # rows for large groups) was within 1.19x of the best tile in all 12 cases, where the
-        # wave rule's picks lost up to 1.84x. It is used when it fills the GPU at the expected rows.
+        # shapes, each with its drawn rows and with one group alone, the tile with the best
+        # steady-state throughput per area (128x128, two accumulators; 256 rows for large groups)
+        # was within 1.19x (1.23x in a second sweep) of the best tile in all 12 cases, where the
+        # wave rule's picks lost up to 1.84x (bench/results/tune-grouped-h200-20261122T0414.json,
+        # T0424). A scenario-hedged cost model picked no better. It is used when it fills the GPU
+        # at the expected rows.
         bm = 256 if m >= WIDE_ROWS else 128
         bn = min(128, ceil_div(n, 16) * 16)
         stages = _stages(bm, bn, k, num_groups)
