@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import cupy  # noqa: E402
 
 import cugemm8  # noqa: E402
-from cugemm8 import heuristics, jit, kernels, runtime  # noqa: E402
+from cugemm8 import heuristics, kernels, runtime  # noqa: E402
 from cugemm8.heuristics import KernelConfig  # noqa: E402
 
 DENSE = [(m, n, k) for m in (64, 128, 4096)
@@ -71,7 +71,7 @@ def main() -> None:
 
     todo = {cfg for s in shapes for cfg in candidates(*s)}
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
-        list(pool.map(lambda c: jit.build(kernels.render(c)), sorted(todo, key=repr)))
+        list(pool.map(kernels.build, sorted(todo, key=repr)))  # the cache key runtime.bind looks up
     print(f"compiled {len(todo)} configurations", flush=True)
 
     flush = cupy.empty(1 << 30, dtype=cupy.uint8)
