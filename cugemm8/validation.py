@@ -281,16 +281,21 @@ def _grouped_rest(a, a_scale, b, b_scale, index, index_name: str, out, k: int, n
     return kind
 
 
+def _grouped_weights(b, b_scale) -> None:
+    """The grouped layouts' b and b_scale: arrays of the right dtype and rank."""
+    if not (type(b) is ArrayInfo and b.dtype in FP8_DTYPES and len(b.shape) == 3):
+        _array(b, "b", FP8_DTYPES, _FP8, 3, "[G, N, K]")
+    if not (type(b_scale) is ArrayInfo and b_scale.dtype is FLOAT32 and len(b_scale.shape) == 3):
+        _array(b_scale, "b_scale", (FLOAT32,), "float32", 3, "[G, ceil(N/128), ceil(K/128)]")
+
+
 def check_contiguous(a, a_scale, b, b_scale, m_indices, out, device: int) -> tuple:
     """``m_grouped_matmul_contiguous``: returns (m, n, k, num_groups, a_scale_kind); m is sum M."""
     if not (type(a) is ArrayInfo and a.dtype in FP8_DTYPES and len(a.shape) == 2):
         _array(a, "a", FP8_DTYPES, _FP8, 2, "[sum M, K]")
     if not (type(a_scale) is ArrayInfo and a_scale.dtype is FLOAT32 and len(a_scale.shape) == 2):
         _array(a_scale, "a_scale", (FLOAT32,), "float32", 2, "[sum M, ceil(K/128)]")
-    if not (type(b) is ArrayInfo and b.dtype in FP8_DTYPES and len(b.shape) == 3):
-        _array(b, "b", FP8_DTYPES, _FP8, 3, "[G, N, K]")
-    if not (type(b_scale) is ArrayInfo and b_scale.dtype is FLOAT32 and len(b_scale.shape) == 3):
-        _array(b_scale, "b_scale", (FLOAT32,), "float32", 3, "[G, ceil(N/128), ceil(K/128)]")
+    _grouped_weights(b, b_scale)
     if not (type(m_indices) is ArrayInfo and m_indices.dtype is INT32 and len(m_indices.shape) == 1):
         _array(m_indices, "m_indices", (INT32,), "int32", 1, "[sum M]")
     m, k = a.shape
@@ -346,10 +351,7 @@ def check_masked(a, a_scale, b, b_scale, masked_m, expected_m, out, device: int)
         _array(a, "a", FP8_DTYPES, _FP8, 3, "[G, max_m, K]")
     if not (type(a_scale) is ArrayInfo and a_scale.dtype is FLOAT32 and len(a_scale.shape) == 3):
         _array(a_scale, "a_scale", (FLOAT32,), "float32", 3, "[G, max_m, ceil(K/128)]")
-    if not (type(b) is ArrayInfo and b.dtype in FP8_DTYPES and len(b.shape) == 3):
-        _array(b, "b", FP8_DTYPES, _FP8, 3, "[G, N, K]")
-    if not (type(b_scale) is ArrayInfo and b_scale.dtype is FLOAT32 and len(b_scale.shape) == 3):
-        _array(b_scale, "b_scale", (FLOAT32,), "float32", 3, "[G, ceil(N/128), ceil(K/128)]")
+    _grouped_weights(b, b_scale)
     if not (type(masked_m) is ArrayInfo and masked_m.dtype is INT32 and len(masked_m.shape) == 1):
         _array(masked_m, "masked_m", (INT32,), "int32", 1, "[G]")
     if not (type(expected_m) is int and expected_m > 0):

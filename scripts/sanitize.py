@@ -56,13 +56,14 @@ FALLBACK_MASKED_MAX_M = 4096
 def bench_shapes() -> tuple[list, str]:
     """[(layout, groups, plan_m, n, k, label)] as the benchmark calls the API, and where they came from."""
     try:
+        import cugemm8
         from cugemm8 import bench
 
         out = []
         for s in bench.DENSE_SHAPES:
             out.append(("normal", 1, s.m, s.n, s.k, s.label))
         for s in bench.CONTIGUOUS_SHAPES:
-            idx, _ = bench.contiguous_m_indices(s.groups, s.m, CONTIGUOUS_ALIGN)
+            idx, _ = bench.contiguous_m_indices(s.groups, s.m, cugemm8.get_m_alignment_for_contiguous_layout())
             out.append(("contiguous", s.groups, len(idx), s.n, s.k, s.label))
         for s in bench.MASKED_SHAPES:
             out.append(("masked", s.groups, min(s.m, bench.MASKED_MAX_M), s.n, s.k, s.label))

@@ -11,7 +11,6 @@ import argparse
 import dataclasses
 import json
 import os
-import statistics
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
@@ -22,6 +21,7 @@ import cupy  # noqa: E402
 import cugemm8  # noqa: E402
 from cugemm8 import heuristics, kernels, runtime  # noqa: E402
 from cugemm8.heuristics import KernelConfig  # noqa: E402
+from tune_grouped import Timer  # noqa: E402  (scripts/: the sweeps' shared timing protocol)
 
 DENSE = [(m, n, k) for m in (64, 128, 4096)
          for n, k in ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))]
@@ -74,8 +74,7 @@ def main() -> None:
         list(pool.map(kernels.build, sorted(todo, key=repr)))  # the cache key runtime.bind looks up
     print(f"compiled {len(todo)} configurations", flush=True)
 
-    flush = cupy.empty(1 << 30, dtype=cupy.uint8)
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    timer = Timer(args.reps)
     results = []
     for m, n, k in shapes:
         rng = cupy.random.default_rng(0)
@@ -90,15 +89,7 @@ def main() -> None:
             call = runtime.bind(cfg, a, sa, b, sb, out)
             call()
             ok = bool(cupy.allclose(out.astype(cupy.float32), ref, rtol=2e-2, atol=1e-2))
-            times = []
-            for _ in range(args.reps):
-                flush.fill(0)
-                start.record()
-                call()
-                end.record()
-                end.synchronize()
-                times.append(cupy.cuda.get_elapsed_time(start, end) * 1e3)
-            us = statistics.median(times)
+            us = timer(call)
             rows.append({"block_m": cfg.block_m, "block_n": cfg.block_n, "stages": cfg.stages, "cluster": cfg.cluster,
                          "raster": cfg.raster_group, "us": us,
                          "tflops": 2 * m * n * k / us / 1e6, "ok": ok, "picked": cfg == pick.config})

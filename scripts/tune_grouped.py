@@ -129,10 +129,6 @@ def best_row(rows: list[dict]) -> dict | None:
     return min(good, key=lambda r: r["us"]) if good else None
 
 
-def ratio(num, den) -> float | None:
-    return num / den if num and den else None
-
-
 # ----------------------------------------------------------------------------- compiling
 def _compile_one(cfg: KernelConfig) -> str | None:
     """Build `cfg` the way runtime.get_kernel does (fills the disk cache); the error text or None."""
@@ -185,7 +181,7 @@ def compile_all(cfgs, jobs: int) -> dict[KernelConfig, str]:
 
 # ----------------------------------------------------------------------------- GPU work
 class Timer:
-    """tune.py's protocol: 1 GiB fill (L2 flush), event, call, event, sync; median of `reps` (µs)."""
+    """The sweeps' protocol (tune.py too): 1 GiB fill (L2 flush), event, call, event, sync; median of `reps` (µs)."""
 
     def __init__(self, reps: int):
         self.reps = reps
