@@ -51,8 +51,9 @@ constexpr uint32_t kOffSA = kOffB + kStages * kSmemB;
 constexpr uint32_t kScaleRowsPerTile = kMayStraddle ? 2 : 1;
 constexpr uint32_t kSmemSB = (kNumKBlocks * kScaleRowsPerTile * 4 + 15) / 16 * 16;
 constexpr uint32_t kOffSB = kOffSA + kStages * kSmemSA;
-// Masked layout: every group's valid rows, clamped to [0, M], read from global memory once per CTA.
-constexpr uint32_t kSmemRows = kGemmType == kGemmMasked ? (kNumGroups * 4 + 15) / 16 * 16 : 0;
+// Masked layout, read from global memory once per CTA: every group's valid rows, clamped to [0, M], and
+// the running total of tiles up to and including each group.
+constexpr uint32_t kSmemRows = kGemmType == kGemmMasked ? (kNumGroups * 8 + 15) / 16 * 16 : 0;
 constexpr uint32_t kOffRows = kOffSB + kSmemSB;
 constexpr uint32_t kOffBar = kOffRows + kSmemRows;
 constexpr uint32_t kSmemBytes = kOffBar + kStages * 16;
@@ -83,6 +84,7 @@ struct Tile {
     uint32_t valid;    // contiguous: bit s: slab s has a valid expert
     uint32_t zero;     // contiguous, math threads: bit 2w+h: this thread's row (slab w, +8h) is no expert's
     int32_t slab_group[kSlabs];  // contiguous: each slab's expert id (valid slabs only)
+    int32_t row_id[2 * kWaves];  // contiguous, math threads: m_indices of this thread's rows (until decoded)
 
     // The group whose B the pass starting at slab p multiplies with.
     __device__ __forceinline__ int32_t pass_group(uint32_t p) const {
@@ -106,22 +108,25 @@ struct Tile {
         return mask;
     }
 };
+// Masked layout: the search for a tile's group takes log2 steps over the groups' tile totals.
+constexpr uint32_t kGroupSearchTop = [] {
+    uint32_t p = 1;
+    while (p < kNumGroups) p *= 2;
+    return p;
+}();
+
 struct Scheduler {
     uint32_t m;               // normal/contiguous: rows of A; masked: max_m (rows per group)
-    const int32_t* layout;    // contiguous: m_indices (global); masked: valid rows per group (shared)
+    const int32_t* layout;    // contiguous: m_indices (global); masked: kNumGroups valid rows, then
+                              // kNumGroups running tile totals (shared)
     uint32_t num_m_blocks;    // normal/contiguous
     uint32_t tile_idx;
-    // masked: the group the cursor is in, and how many tiles come before it
-    int32_t cur_group;
-    uint32_t group_first_tile, group_tiles, group_rows;
     uint32_t thread_row;      // contiguous, math threads: this thread's first accumulator row in a tile
 
     __device__ __forceinline__ Scheduler(uint32_t m_, const int32_t* layout_, uint32_t thread_row_)
         : m(m_), layout(layout_), thread_row(thread_row_) {
         num_m_blocks = (m + kBlockM - 1) / kBlockM;
         tile_idx = blockIdx.x;
-        cur_group = -1;
-        group_first_tile = group_tiles = group_rows = 0;
     }
 
     // Rasterize `local` over (m_blocks x kNumNBlocks): bands of kRasterGroup n-blocks, m-blocks
@@ -138,15 +143,21 @@ struct Scheduler {
 
     __device__ __forceinline__ bool next(Tile& t) {
         if constexpr (kGemmType == kGemmMasked) {
-            while (tile_idx >= group_first_tile + group_tiles) {
-                group_first_tile += group_tiles;
-                if (++cur_group >= int32_t(kNumGroups)) return false;
-                group_rows = uint32_t(layout[cur_group]);  // shared memory, already clamped
-                group_tiles = (group_rows + kBlockM - 1) / kBlockM * kNumNBlocks;
-            }
-            raster(tile_idx - group_first_tile, (group_rows + kBlockM - 1) / kBlockM, t.m_block, t.n_block);
-            t.group = cur_group;
-            t.rows = group_rows;
+            // The group holding the tile: the first whose running tile total exceeds tile_idx, found in
+            // a fixed number of steps. (A cursor carried from tile to tile, advanced through the groups
+            // with shared-memory loads, took the tile loop's stage counters, and with them the main
+            // loop's wgmma descriptor arithmetic, off the uniform datapath: an R2UR before every wgmma,
+            // ncu 13% slower than dense at the same tile.)
+            const int32_t* tile_end = layout + kNumGroups;
+            uint32_t g = 0;
+#pragma unroll
+            for (uint32_t step = kGroupSearchTop; step != 0; step /= 2)
+                if (g + step <= kNumGroups && uint32_t(tile_end[g + step - 1]) <= tile_idx) g += step;
+            if (g >= kNumGroups) return false;
+            const uint32_t first = g == 0 ? 0u : uint32_t(tile_end[g - 1]);
+            t.rows = uint32_t(layout[g]);
+            raster(tile_idx - first, (t.rows + kBlockM - 1) / kBlockM, t.m_block, t.n_block);
+            t.group = int32_t(g);
             t.passes = 1;
         } else {
             if (tile_idx >= num_m_blocks * kNumNBlocks) return false;
@@ -155,34 +166,51 @@ struct Scheduler {
             t.group = 0;
             t.passes = 1;
             if constexpr (kGemmType == kGemmContiguous) {
-                t.passes = t.heads = t.valid = 0;
-                int32_t prev = -1;
-                uint32_t head = 0;
+                // Only issue the loads of m_indices here; decode() looks at the values when the tile's
+                // turn comes (a whole tile later when fetched early), so no branch waits for them.
+                // (Branching on each slab's id serialized the loads: several L2 round trips, during
+                // which neither the producer nor the math threads issued work.)
 #pragma unroll
-                for (uint32_t s = 0; s < kSlabs; ++s) {
-                    const uint32_t row = t.m_block * kBlockM + s * 64;
-                    const int32_t g = row < m ? __ldg(layout + row) : -1;
-                    t.slab_group[s] = g;
-                    if (g >= 0 && g < int32_t(kNumGroups)) {  // ids past the last expert count as padding
-                        if (g != prev) head = s, t.passes |= 1u << s;
-                        t.valid |= 1u << s;
-                        t.heads |= head << (2 * s);
-                        prev = g;
-                    } else {
-                        prev = -1;
-                    }
-                }
-                // The math thread's own rows that come out as zeros (an id that is no expert's).
-                t.zero = 0;
+                for (uint32_t s = 0; s < kSlabs; ++s)
+                    t.slab_group[s] = __ldg(layout + min(t.m_block * kBlockM + s * 64, m - 1));
+                if (thread_row < kBlockM) {
 #pragma unroll
-                for (uint32_t i = 0; i < 2 * kWaves && thread_row < kBlockM; ++i) {
-                    const uint32_t r = t.m_block * kBlockM + thread_row + (i / 2) * 64 + (i % 2) * 8;
-                    if (r < m && uint32_t(__ldg(layout + r)) >= kNumGroups) t.zero |= 1u << i;  // -1 wraps high
+                    for (uint32_t i = 0; i < 2 * kWaves; ++i)
+                        t.row_id[i] = __ldg(layout + min(t.m_block * kBlockM + thread_row + (i / 2) * 64 + (i % 2) * 8, m - 1));
                 }
             }
         }
         tile_idx += gridDim.x;
         return true;
+    }
+
+    // Contiguous: the tile's passes and zero rows from the m_indices entries next() loaded.
+    __device__ __forceinline__ void decode(Tile& t) const {
+        if constexpr (kGemmType == kGemmContiguous) {
+            t.passes = t.heads = t.valid = 0;
+            int32_t prev = -1;
+            uint32_t head = 0;
+#pragma unroll
+            for (uint32_t s = 0; s < kSlabs; ++s) {
+                const int32_t g = t.m_block * kBlockM + s * 64 < m ? t.slab_group[s] : -1;
+                t.slab_group[s] = g;
+                if (g >= 0 && g < int32_t(kNumGroups)) {  // ids past the last expert count as padding
+                    if (g != prev) head = s, t.passes |= 1u << s;
+                    t.valid |= 1u << s;
+                    t.heads |= head << (2 * s);
+                    prev = g;
+                } else {
+                    prev = -1;
+                }
+            }
+            // The math thread's own rows that come out as zeros (an id that is no expert's).
+            t.zero = 0;
+#pragma unroll
+            for (uint32_t i = 0; i < 2 * kWaves && thread_row < kBlockM; ++i) {
+                const uint32_t r = t.m_block * kBlockM + thread_row + (i / 2) * 64 + (i % 2) * 8;
+                if (r < m && uint32_t(t.row_id[i]) >= kNumGroups) t.zero |= 1u << i;  // -1 wraps high
+            }
+        }
     }
 };
 
@@ -247,6 +275,24 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
     // The peer CTA arrives on our barriers and multicasts into our shared memory: it must see them
     // initialized first.
     if constexpr (kClusterSize > 1) cluster_sync(); else __syncthreads();
+    if constexpr (kGemmType == kGemmMasked) {
+        // Running tile totals per group (the scheduler's search), by the first warp 32 groups at a time.
+        if (threadIdx.x < 32) {
+            uint32_t total = 0;
+            for (uint32_t base = 0; base < kNumGroups; base += 32) {
+                const uint32_t g = base + threadIdx.x;
+                uint32_t sum = g < kNumGroups ? (uint32_t(smem_rows[g]) + kBlockM - 1) / kBlockM * kNumNBlocks : 0u;
+#pragma unroll
+                for (uint32_t d = 1; d < 32; d *= 2) {
+                    const uint32_t lower = __shfl_up_sync(~0u, sum, d);
+                    if (threadIdx.x >= d) sum += lower;
+                }
+                if (g < kNumGroups) smem_rows[kNumGroups + g] = int32_t(total + sum);
+                total += __shfl_sync(~0u, sum, 31);
+            }
+        }
+        __syncthreads();
+    }
     const uint32_t cta_rank = kClusterSize > 1 ? cluster_ctarank() : 0;
 
     // Contiguous: each role fetches its next tile (global loads of m_indices) while the current one is
@@ -295,6 +341,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         if constexpr (kFetchEarly) {
             bool more = tid == 0 && sched.next(t);
             while (more) {
+                sched.decode(t);
                 bool fetched = false;
                 load_tile(t, [&] {
                     if (!fetched) fetched = true, more = sched.next(next_t);
@@ -311,9 +358,19 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
 
         float acc[2][kBlockN / 2];  // the second set is only used when kAccSets == 2
         float fin[kWaves][kBlockN / 2];
-        const uint32_t smem_a_addr = smem_addr(smem_a);
-        const uint32_t smem_b_addr = smem_addr(smem_b);
-        const uint32_t smem_d_addr = smem_addr(smem_d);
+        // Shared-memory addresses of the main loop, all formed from one base. For the contiguous layout
+        // the base comes out of a warp reduction, which ptxas keeps in a uniform register: otherwise
+        // (NVRTC 13.0) it re-derived the base from SR_CgaCtaId on every k-block, and the S2UR's latency
+        // stood before each stage's barrier wait (ncu: 2% of all stall samples, at 256x128).
+        constexpr bool kPinnedBase = kGemmType == kGemmContiguous;
+        const uint32_t smem_base = kPinnedBase ? __reduce_or_sync(~0u, smem_addr(smem)) : smem_addr(smem);
+        auto shared = [&](const void* p) -> uint32_t {
+            if constexpr (kPinnedBase) return smem_base + uint32_t(static_cast<const uint8_t*>(p) - smem);
+            else return smem_addr(p);
+        };
+        const uint32_t smem_a_addr = shared(smem_a);
+        const uint32_t smem_b_addr = shared(smem_b);
+        const uint32_t smem_d_addr = shared(smem_d);
         const bool store_thread = (wg == 0 && tid < kNumAtoms);
 
         // One tile: main loop and epilogue. fetch_next() runs once, after the first pass's barrier
@@ -353,13 +410,22 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     // Waits for k-block `kb`'s stage and returns its promotion scales for 64-row slab `w`:
                     // {sa(r0) sb0, sa(r1) sb0, sa(r0) sb1, sa(r1) sb1}.
                     auto wait_stage = [&](uint32_t kb, float (&scale)[kWaves][4]) {
-                        const float sb0 = smem_sb[kb], sb1 = kMayStraddle ? smem_sb[kNumKBlocks + kb] : sb0;
-                        mbar_wait(&full[stage], phase);
+                        float sb0, sb1;
+                        if constexpr (kPinnedBase) {
+                            sb0 = ld_shared_f32(shared(smem_sb + kb));
+                            sb1 = kMayStraddle ? ld_shared_f32(shared(smem_sb + kNumKBlocks + kb)) : sb0;
+                            mbar_wait(shared(&full[stage]), phase);
+                        } else {
+                            sb0 = smem_sb[kb], sb1 = kMayStraddle ? smem_sb[kNumKBlocks + kb] : sb0;
+                            mbar_wait(&full[stage], phase);
+                        }
                         const float* sa = smem_sa + stage * kBlockM;
 #pragma unroll
                         for (uint32_t w = 0; w < kWaves; ++w) {
                             const uint32_t row = (wg * kWaves + w) * 64 + warp * 16 + lane / 4;
-                            const float sa0 = sa[row], sa1 = sa[row + 8];
+                            float sa0, sa1;
+                            if constexpr (kPinnedBase) sa0 = ld_shared_f32(shared(sa + row)), sa1 = ld_shared_f32(shared(sa + row + 8));
+                            else sa0 = sa[row], sa1 = sa[row + 8];
                             scale[w][0] = sa0 * sb0, scale[w][1] = sa1 * sb0, scale[w][2] = sa0 * sb1, scale[w][3] = sa1 * sb1;
                         }
                     };
@@ -394,7 +460,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                         if constexpr (kClusterSize > 1) {
                             if (lane < kClusterSize) mbar_arrive_cluster(&empty[st], lane);
                         } else {
-                            if (lane == 0) mbar_arrive(&empty[st]);
+                            if (lane == 0) mbar_arrive(shared(&empty[st]));
                         }
                     };
                     auto advance = [&]() {
@@ -405,7 +471,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                         // No slab of this warpgroup in the pass: walk the ring with the other warpgroup.
 #pragma unroll 1
                         for (uint32_t kb = 0; kb < kNumKBlocks; ++kb) {
-                            mbar_wait(&full[stage], phase);
+                            mbar_wait(shared(&full[stage]), phase);
                             release(stage);
                             advance();
                         }
@@ -548,6 +614,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         if constexpr (kFetchEarly) {
             bool more = sched.next(t);
             while (more) {
+                sched.decode(t);
                 work_tile(t, [&] { more = sched.next(next_t); });  // its loads overlap the main loop
                 t = next_t;
             }

@@ -68,10 +68,10 @@ def ceil_div(a: int, b: int) -> int:
 def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: int = 0) -> int:
     """Must mirror the layout in cuda_src/fp8_gemm.cuh: the D tile; per stage A, B and A's scales;
     the tile's B scales (every k-block, one or two scale rows, 16-byte rounded); the masked layout's
-    rows per group (16-byte rounded); 2 barriers a stage."""
+    rows and running tile totals per group (16-byte rounded); 2 barriers a stage."""
     sb_rows = 1 if 128 % block_n == 0 else 2
     sb = -(-(ceil_div(k, BLOCK_K) * sb_rows * 4) // 16) * 16
-    rows = -(-(masked_groups * 4) // 16) * 16
+    rows = -(-(masked_groups * 8) // 16) * 16
     return block_m * block_n * 2 + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16) + sb + rows
 
 
