@@ -126,3 +126,41 @@ def test_heuristic_against_measured_sweep():
         assert mine <= 1.1 * best, (r["m"], r["n"], r["k"], cfg, mine, best)
         losses.append(math.log(mine / best))
     assert math.exp(sum(losses) / len(losses)) <= 1.03
+
+
+def main_loop(text: str) -> list[str]:
+    """Opcodes of the innermost loop (backward branch) that issues wgmmas: the main loop."""
+    ins = [(int(a, 16), op) for a, op in re.findall(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", text)]
+    best = None
+    for addr, op in ins:
+        m = re.match(r"@!?P\d\s+BRA\s+0x([0-9a-f]+)", op)
+        if m and int(m.group(1), 16) < addr:
+            body = [o for a, o in ins if int(m.group(1), 16) <= a <= addr]
+            if any(o.startswith("QGMMA") for o in body) and (best is None or len(body) < len(best)):
+                best = body
+    assert best is not None, "no main loop found"
+    return [re.match(r"(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)", o).group(1) for o in best]
+
+
+KNOWN_OFF_UNIFORM = pytest.mark.xfail(strict=True, reason="open: masked 256-row tiles with more than one group "
+                                      "still form the wgmma descriptors per thread (NOTES.md v8)")
+
+
+@pytest.mark.parametrize("layout,groups,bm,bn", [
+    ("masked", 1, 256, 128), ("masked", 1, 128, 128), ("masked", 4, 128, 128),
+    pytest.param("masked", 4, 256, 128, marks=KNOWN_OFF_UNIFORM),
+    ("contiguous", 4, 256, 128), ("contiguous", 4, 128, 128)])
+def test_grouped_main_loop_stays_on_the_uniform_datapath(layout, groups, bm, bn):
+    """The grouped kernels' main loop must form its wgmma descriptors as the normal kernel's does.
+    Scheduler state that ptxas cannot prove warp-uniform (masked: a group cursor advanced with
+    shared-memory loads; contiguous: branches on per-thread slab masks) moved that arithmetic to
+    per-thread registers with an R2UR before every wgmma, 10-13% slower (NOTES.md v7, v8)."""
+    def loop(lay, g):
+        cfg = heuristics.KernelConfig(lay, 4096, 7168, g, bm, bn, heuristics._stages(bm, bn, 7168, g if lay == "masked" else 0),
+                                      2, heuristics.swizzle_for(bn))
+        return main_loop(sass.disassemble(jit.compile_cubin(kernels.render(cfg))))
+    normal, grouped = loop("normal", 1), loop(layout, groups)
+    count = lambda ops, name: sum(op == name or op.startswith(name + ".") for op in ops)  # noqa: E731
+    assert count(grouped, "S2UR") == 0, "shared-memory base re-derived inside the main loop"
+    assert count(grouped, "R2UR") <= count(normal, "R2UR") + 2, (count(grouped, "R2UR"), count(normal, "R2UR"))
+    assert len(grouped) <= len(normal) + 16, (len(grouped), len(normal))
