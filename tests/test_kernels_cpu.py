@@ -1,5 +1,6 @@
 """CPU tier: every configuration the heuristic picks compiles for sm_90a, and its SASS looks right;
 the heuristic's choices respect the hardware's limits."""
+import functools
 import re
 
 import pytest
@@ -128,8 +129,12 @@ def test_heuristic_against_measured_sweep():
     assert math.exp(sum(losses) / len(losses)) <= 1.03
 
 
-def main_loop(text: str) -> list[str]:
-    """Opcodes of the innermost loop (backward branch) that issues wgmmas: the main loop."""
+@functools.lru_cache(maxsize=None)
+def main_loop(layout: str, groups: int, bm: int, bn: int, n: int = 4096, k: int = 7168) -> tuple[str, ...]:
+    """Opcodes of the kernel's innermost loop (backward branch) that issues wgmmas: the main loop."""
+    stages = heuristics._stages(bm, bn, k, groups if layout == "masked" else 0)
+    cfg = heuristics.KernelConfig(layout, n, k, groups, bm, bn, stages, 2, heuristics.swizzle_for(bn))
+    text = sass.disassemble(jit.compile_cubin(kernels.render(cfg)))
     ins = [(int(a, 16), op) for a, op in re.findall(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", text)]
     best = None
     for addr, op in ins:
@@ -139,7 +144,7 @@ def main_loop(text: str) -> list[str]:
             if any(o.startswith("QGMMA") for o in body) and (best is None or len(body) < len(best)):
                 best = body
     assert best is not None, "no main loop found"
-    return [re.match(r"(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)", o).group(1) for o in best]
+    return tuple(re.match(r"(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)", o).group(1) for o in best)
 
 
 KNOWN_OFF_UNIFORM = pytest.mark.xfail(strict=True, reason="open: masked 256-row tiles with more than one group "
@@ -155,11 +160,7 @@ def test_grouped_main_loop_stays_on_the_uniform_datapath(layout, groups, bm, bn)
     Scheduler state that ptxas cannot prove warp-uniform (masked: a group cursor advanced with
     shared-memory loads; contiguous: branches on per-thread slab masks) moved that arithmetic to
     per-thread registers with an R2UR before every wgmma, 10-13% slower (NOTES.md v7, v8)."""
-    def loop(lay, g):
-        cfg = heuristics.KernelConfig(lay, 4096, 7168, g, bm, bn, heuristics._stages(bm, bn, 7168, g if lay == "masked" else 0),
-                                      2, heuristics.swizzle_for(bn))
-        return main_loop(sass.disassemble(jit.compile_cubin(kernels.render(cfg))))
-    normal, grouped = loop("normal", 1), loop(layout, groups)
+    normal, grouped = main_loop("normal", 1, bm, bn), main_loop(layout, groups, bm, bn)
     count = lambda ops, name: sum(op == name or op.startswith(name + ".") for op in ops)  # noqa: E731
     assert count(grouped, "S2UR") == 0, "shared-memory base re-derived inside the main loop"
     assert count(grouped, "R2UR") <= count(normal, "R2UR") + 2, (count(grouped, "R2UR"), count(normal, "R2UR"))
