@@ -7,6 +7,11 @@
 // `wgmma_m64k32(float (&)[kBlockN / 2], desc_a, desc_b, scale_d)` for N = kBlockN
 // (see cugemm8/kernels.py). M (the only run-time shape) arrives as an argument.
 //
+// Masked layout with kTailSplit: when the tiles' last wave would leave at least half of the CTAs idle,
+// each of its tiles is shared by the two CTAs of a cluster, each taking half of the k-blocks; one
+// hands its FP32 partial sums to the other through distributed shared memory, and the other stores.
+// (The tile count is only known on the GPU, so the host cannot pick a tile that fits the waves.)
+//
 // Block roles: warpgroups 0 .. kNumMathWG-1 do the math, the last warpgroup's first thread issues
 // every TMA load. A ring of kStages shared-memory stages, each guarded by a `full` barrier (TMA
 // bytes landed) and an `empty` barrier (every math warp finished reading it). Stage index and phase
@@ -22,6 +27,7 @@ template <bool B> struct Bool { static constexpr bool value = B; };
 // kClusterSize == 2: the two CTAs of a cluster work on tiles of the same rows (adjacent n-blocks),
 // and each loads half of the shared A tile (and its scales) into both CTAs with a multicast TMA load.
 constexpr uint32_t kMulticastRows = kBlockM / kClusterSize;
+constexpr uint32_t kClusterDims = (kClusterSize > 1 || kTailSplit) ? 2 : 1;  // CTAs per cluster as launched
 constexpr uint32_t kMathThreads = 128 * kNumMathWG;
 constexpr uint32_t kThreads = kMathThreads + 128;
 constexpr uint32_t kWaves = kBlockM / (64 * kNumMathWG);  // m64 row slabs per math warpgroup
@@ -56,7 +62,7 @@ constexpr uint32_t kOffSB = kOffSA + kStages * kSmemSA;
 constexpr uint32_t kSmemRows = kGemmType == kGemmMasked ? (kNumGroups * 8 + 15) / 16 * 16 : 0;
 constexpr uint32_t kOffRows = kOffSB + kSmemSB;
 constexpr uint32_t kOffBar = kOffRows + kSmemRows;
-constexpr uint32_t kSmemBytes = kOffBar + kStages * 16;
+constexpr uint32_t kSmemBytes = kOffBar + kStages * 16 + (kTailSplit ? 16 : 0);  // + the partial sums' barrier
 
 static_assert(kBlockM % 64 == 0 && kWaves >= 1 && kBlockM == kWaves * 64 * kNumMathWG, "bad BLOCK_M");
 static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N must be a multiple of 8 in [8, 256]");
@@ -64,6 +70,9 @@ static_assert(kBlockN <= 128 || (128 % (kBlockN - 128)) == 0, "BLOCK_N > 128 mus
 static_assert(kSmemD % 1024 == 0 && kSmemA % 1024 == 0 && kSmemB % 1024 == 0, "stages must stay 1024-aligned");
 static_assert(kBlockN % kAtomCols == 0, "output atoms must tile BLOCK_N");
 static_assert(kClusterSize == 1 || (kClusterSize == 2 && kNumNBlocks % 2 == 0), "multicast pairs need even n-blocks");
+// A split tile's partial sums travel through the sending CTA's (idle) stage ring.
+static_assert(!kTailSplit || (kGemmType == kGemmMasked && kClusterSize == 1 && kNumKBlocks >= 2 &&
+                              kStages * (kSmemA + kSmemB) >= kBlockM * kBlockN * 4), "bad tail split");
 
 // Tile sequence shared by the producer and the math warpgroups.
 //
@@ -85,6 +94,8 @@ struct Tile {
     uint32_t zero;     // contiguous, math threads: bit 2w+h: this thread's row (slab w, +8h) is no expert's
     int32_t slab_group[kSlabs];  // contiguous: each slab's expert id (valid slabs only)
     int32_t row_id[2 * kWaves];  // contiguous, math threads: m_indices of this thread's rows (until decoded)
+    uint32_t split;    // tail(): 1 first k-blocks, sends the partial sums; 2 the rest, stores the tile
+    uint32_t kb_begin, kb_end;  // tail(): the k-blocks this CTA works on
 
     // The group whose B the pass starting at slab p multiplies with.
     __device__ __forceinline__ int32_t pass_group(uint32_t p) const {
@@ -122,11 +133,18 @@ struct Scheduler {
     uint32_t num_m_blocks;    // normal/contiguous
     uint32_t tile_idx;
     uint32_t thread_row;      // contiguous, math threads: this thread's first accumulator row in a tile
+    uint32_t split_from;      // kTailSplit: the first tile of the split last wave (the tile count if none)
+    uint32_t total;           // kTailSplit: the tile count
 
     __device__ __forceinline__ Scheduler(uint32_t m_, const int32_t* layout_, uint32_t thread_row_)
         : m(m_), layout(layout_), thread_row(thread_row_) {
         num_m_blocks = (m + kBlockM - 1) / kBlockM;
         tile_idx = blockIdx.x;
+        if constexpr (kTailSplit) {
+            total = uint32_t(layout[2 * kNumGroups - 1]);
+            const uint32_t tail = total % gridDim.x;
+            split_from = (tail != 0 && 2 * tail <= gridDim.x) ? total - tail : total;
+        }
     }
 
     // Rasterize `local` over (m_blocks x kNumNBlocks): bands of kRasterGroup n-blocks, m-blocks
@@ -148,17 +166,8 @@ struct Scheduler {
             // with shared-memory loads, took the tile loop's stage counters, and with them the main
             // loop's wgmma descriptor arithmetic, off the uniform datapath: an R2UR before every wgmma,
             // ncu 13% slower than dense at the same tile.)
-            const int32_t* tile_end = layout + kNumGroups;
-            uint32_t g = 0;
-#pragma unroll
-            for (uint32_t step = kGroupSearchTop; step != 0; step /= 2)
-                if (g + step <= kNumGroups && uint32_t(tile_end[g + step - 1]) <= tile_idx) g += step;
-            if (g >= kNumGroups) return false;
-            const uint32_t first = g == 0 ? 0u : uint32_t(tile_end[g - 1]);
-            t.rows = uint32_t(layout[g]);
-            raster(tile_idx - first, (t.rows + kBlockM - 1) / kBlockM, t.m_block, t.n_block);
-            t.group = int32_t(g);
-            t.passes = 1;
+            if (kTailSplit && tile_idx >= split_from) return false;  // the split tiles: see tail()
+            if (!locate(tile_idx, t)) return false;
         } else {
             if (tile_idx >= num_m_blocks * kNumNBlocks) return false;
             raster(tile_idx, num_m_blocks, t.m_block, t.n_block);
@@ -181,6 +190,40 @@ struct Scheduler {
             }
         }
         tile_idx += gridDim.x;
+        return true;
+    }
+
+    // Masked: tile `idx` of the groups' tiles, in the group holding it; false past the last.
+    __device__ __forceinline__ bool locate(uint32_t idx, Tile& t) const {
+        // The group holding the tile: the first whose running tile total exceeds idx, found in a fixed
+        // number of steps. (A cursor carried from tile to tile, advanced through the groups with
+        // shared-memory loads, took the tile loop's stage counters, and with them the main loop's
+        // wgmma descriptor arithmetic, off the uniform datapath: an R2UR before every wgmma, ncu 13%
+        // slower than dense at the same tile.)
+        const int32_t* tile_end = layout + kNumGroups;
+        uint32_t g = 0;
+#pragma unroll
+        for (uint32_t step = kGroupSearchTop; step != 0; step /= 2)
+            if (g + step <= kNumGroups && uint32_t(tile_end[g + step - 1]) <= idx) g += step;
+        if (g >= kNumGroups) return false;
+        const uint32_t first = g == 0 ? 0u : uint32_t(tile_end[g - 1]);
+        t.rows = uint32_t(layout[g]);
+        raster(idx - first, (t.rows + kBlockM - 1) / kBlockM, t.m_block, t.n_block);
+        t.group = int32_t(g);
+        t.passes = 1;
+        return true;
+    }
+
+    // kTailSplit, once next() has returned false: this CTA's share of the split last wave, if any.
+    // The cluster of CTAs 2c and 2c+1 takes tile split_from + c, the first CTA the first half of its
+    // k-blocks (rounded up), the second the rest.
+    __device__ __forceinline__ bool tail(Tile& t) const {
+        const uint32_t idx = split_from + blockIdx.x / 2;
+        if (idx >= total || !locate(idx, t)) return false;
+        constexpr uint32_t kHalf = (kNumKBlocks + 1) / 2;
+        t.split = 1 + blockIdx.x % 2;
+        t.kb_begin = t.split == 2 ? kHalf : 0u;
+        t.kb_end = t.split == 1 ? kHalf : kNumKBlocks;
         return true;
     }
 
@@ -243,6 +286,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
     float* smem_sb = reinterpret_cast<float*>(smem + kOffSB);
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + kOffBar);
     uint64_t* empty = full + kStages;
+    uint64_t* partials_ready = empty + kStages;  // kTailSplit: the peer's partial sums are in its ring
 
     if (threadIdx.x == 0 && (smem_addr(smem) & 1023u) != 0) __trap();  // 128B swizzle needs 1024-byte alignment
 
@@ -259,6 +303,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], kNumMathWG * 4 * kClusterSize);  // every math warp of every CTA
         }
+        if constexpr (kTailSplit) mbar_init(partials_ready, 1);
         fence_barrier_init();
         fence_proxy_async_smem();
     }
@@ -272,9 +317,9 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             smem_rows[g] = rows < 0 ? 0 : int32_t(min(uint32_t(rows), m));
         }
     }
-    // The peer CTA arrives on our barriers and multicasts into our shared memory: it must see them
+    // The peer CTA arrives on our barriers (and multicasts into our shared memory): it must see them
     // initialized first.
-    if constexpr (kClusterSize > 1) cluster_sync(); else __syncthreads();
+    if constexpr (kClusterDims > 1) cluster_sync(); else __syncthreads();
     if constexpr (kGemmType == kGemmMasked) {
         // Running tile totals per group (the scheduler's search), by the first warp 32 groups at a time.
         if (threadIdx.x < 32) {
@@ -293,7 +338,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         }
         __syncthreads();
     }
-    const uint32_t cta_rank = kClusterSize > 1 ? cluster_ctarank() : 0;
+    const uint32_t cta_rank = kClusterDims > 1 ? cluster_ctarank() : 0;
 
     // Contiguous: each role fetches its next tile (global loads of m_indices) while the current one is
     // still in flight, so that their latency is not paid between tiles. (Elsewhere fetching is pure
@@ -309,7 +354,8 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         // ------------------------------------------------------------ producer
         setmaxnreg_dec<40>();
         // All TMA loads of one tile; after_load() runs after each k-block's.
-        auto load_tile = [&](const Tile& t, auto&& after_load) {
+        auto load_tile = [&](const Tile& t, auto&& after_load, auto split_tile) {
+            constexpr bool kSplitTile = decltype(split_tile)::value;
             const int32_t a_row = int32_t(tile_row(t, m));
             const int32_t sa_row0 = int32_t(kGemmType == kGemmMasked ? uint32_t(t.group) * kNumKBlocks : 0u);
             const int32_t sa_col = int32_t(t.m_block * kBlockM);
@@ -317,8 +363,9 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             for (uint32_t passes = t.passes; passes != 0; passes &= passes - 1) {
                 const int32_t group = t.pass_group(__ffs(passes) - 1);
                 const int32_t b_row = int32_t(uint32_t(group) * kShapeN + t.n_block * kBlockN);
+                const uint32_t kb_end = kSplitTile ? t.kb_end : kNumKBlocks;
 #pragma unroll 1
-                for (uint32_t kb = 0; kb < kNumKBlocks; ++kb) {
+                for (uint32_t kb = kSplitTile ? t.kb_begin : 0u; kb < kb_end; ++kb) {
                     mbar_wait(&empty[stage], phase ^ 1);
                     uint64_t* bar = &full[stage];
                     mbar_arrive_expect_tx(bar, kStageTxBytes);
@@ -345,12 +392,14 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                 bool fetched = false;
                 load_tile(t, [&] {
                     if (!fetched) fetched = true, more = sched.next(next_t);
-                });
+                }, Bool<false>{});
                 if (!fetched) more = sched.next(next_t);
                 t = next_t;
             }
         } else {
-            while (tid == 0 && sched.next(t)) load_tile(t, [] {});
+            while (tid == 0 && sched.next(t)) load_tile(t, [] {}, Bool<false>{});
+            if constexpr (kTailSplit)
+                if (tid == 0 && sched.tail(t)) load_tile(t, [] {}, Bool<true>{});
         }
     } else {
         // ---------------------------------------------------------------- math warpgroups
@@ -376,7 +425,8 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         // One tile: main loop and epilogue. fetch_next() runs once, after the first pass's barrier
         // (or before the epilogue of a tile without passes): global loads still in flight at a
         // bar.sync are waited for there, and the main loop has none.
-        auto work_tile = [&](const Tile& t, auto&& fetch_next) {
+        auto work_tile = [&](const Tile& t, auto&& fetch_next, auto split_tile) {
+                constexpr bool kSplitTile = decltype(split_tile)::value;  // a tail() tile
                 const uint32_t n0 = t.n_block * kBlockN;
 #pragma unroll
                 for (uint32_t w = 0; w < kWaves; ++w)
@@ -466,6 +516,8 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     auto advance = [&]() {
                         if (++stage == kStages) stage = 0, phase ^= 1;
                     };
+                    const uint32_t kb_begin = kSplitTile ? t.kb_begin : 0u;
+                    const uint32_t kb_end = kSplitTile ? t.kb_end : kNumKBlocks;
 
                     if (kGemmType == kGemmContiguous && waves == 0) {
                         // No slab of this warpgroup in the pass: walk the ring with the other warpgroup.
@@ -484,7 +536,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                             const uint32_t last = kEvery ? kWaves - 1 : 31 - __clz(waves);
                             float scale[kWaves][4];
 #pragma unroll 1
-                            for (uint32_t kb = 0; kb < kNumKBlocks; ++kb) {
+                            for (uint32_t kb = kb_begin; kb < kb_end; ++kb) {
                                 wait_stage(kb, scale);
 #pragma unroll
                                 for (uint32_t w = 0; w < kWaves; ++w) {
@@ -515,10 +567,10 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                             st = stage;
                             advance();
                         };
-                        start(0, acc[0], scale0, stage0);
-                        uint32_t kb = 1;
+                        start(kb_begin, acc[0], scale0, stage0);
+                        uint32_t kb = kb_begin + 1;
 #pragma unroll 1
-                        for (; kb + 1 < kNumKBlocks; kb += 2) {
+                        for (; kb + 1 < kb_end; kb += 2) {
                             start(kb, acc[1], scale1, stage1);
                             wgmma_wait<1>();
                             retire(acc[0], scale0, stage0);
@@ -526,7 +578,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                             wgmma_wait<1>();
                             retire(acc[1], scale1, stage1);
                         }
-                        if (kb < kNumKBlocks) {
+                        if (kb < kb_end) {
                             start(kb, acc[1], scale1, stage1);
                             wgmma_wait<1>();
                             retire(acc[0], scale0, stage0);
@@ -535,6 +587,38 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                         } else {
                             wgmma_wait<0>();
                             retire(acc[0], scale0, stage0);
+                        }
+                    }
+                }
+
+                // ------------------------------------------------------------ split tile: the two halves meet
+                if constexpr (kSplitTile) {
+                    {
+                        // This is the CTA's last tile, so its stage ring is idle once both math warpgroups
+                        // are past their last wgmma: the sender parks its partial sums there (16 bytes per
+                        // thread at a time, consecutive threads adjacent) and the receiver reads them remotely.
+                        constexpr uint32_t kVecs = kWaves * kBlockN / 8;
+                        auto slot = [&](uint32_t base, uint32_t v) { return base + (v * kMathThreads + threadIdx.x) * 16; };
+                        if (t.split == 1) {
+                            named_barrier_sync(1, kMathThreads);
+#pragma unroll
+                            for (uint32_t v = 0; v < kVecs; ++v) {
+                                const float* f = &fin[v / (kBlockN / 8)][(v % (kBlockN / 8)) * 4];
+                                st_shared_v4(slot(smem_a_addr, v), f[0], f[1], f[2], f[3]);
+                            }
+                            fence_acq_rel_cluster();
+                            named_barrier_sync(1, kMathThreads);
+                            if (threadIdx.x == 0) mbar_arrive_remote_release(shared(partials_ready), cta_rank ^ 1);
+                            return;  // the peer stores the tile
+                        }
+                        mbar_wait_acquire_cluster(shared(partials_ready), 0);
+                        const uint32_t peer_ring = map_shared_rank(smem_a_addr, cta_rank ^ 1);
+#pragma unroll
+                        for (uint32_t v = 0; v < kVecs; ++v) {
+                            float* f = &fin[v / (kBlockN / 8)][(v % (kBlockN / 8)) * 4];
+                            float p0, p1, p2, p3;
+                            ld_shared_cluster_v4(slot(peer_ring, v), p0, p1, p2, p3);
+                            f[0] += p0, f[1] += p1, f[2] += p2, f[3] += p3;
                         }
                     }
                 }
@@ -615,14 +699,17 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             bool more = sched.next(t);
             while (more) {
                 sched.decode(t);
-                work_tile(t, [&] { more = sched.next(next_t); });  // its loads overlap the main loop
+                work_tile(t, [&] { more = sched.next(next_t); }, Bool<false>{});  // its loads overlap the main loop
                 t = next_t;
             }
         } else {
-            while (sched.next(t)) work_tile(t, [] {});
+            while (sched.next(t)) work_tile(t, [] {}, Bool<false>{});
+            if constexpr (kTailSplit)
+                if (sched.tail(t)) work_tile(t, [] {}, Bool<true>{});
         }
         if (store_thread) bulk_wait_group0();
     }
-    // Neither CTA of a cluster may exit while the other can still arrive on its barriers.
-    if constexpr (kClusterSize > 1) cluster_sync();
+    // Neither CTA of a cluster may exit while the other can still arrive on its barriers or read its
+    // shared memory.
+    if constexpr (kClusterDims > 1) cluster_sync();
 }

@@ -52,6 +52,10 @@ __device__ __forceinline__ void mbar_arrive(uint32_t addr) {
 
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) { mbar_arrive(smem_addr(bar)); }
 
+__device__ __forceinline__ void st_shared_v4(uint32_t addr, float a, float b, float c, float d) {
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+
 __device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
     float v;
     asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
@@ -183,6 +187,46 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta)
         " mbarrier.arrive.shared::cluster.b64 _, [remote];\n}"
         ::"r"(smem_addr(bar)), "r"(cta)
         : "memory");
+}
+
+// The address of shared-memory location `addr` (this CTA's) in CTA `cta` of this cluster.
+__device__ __forceinline__ uint32_t map_shared_rank(uint32_t addr, uint32_t cta) {
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(cta));
+    return r;
+}
+
+// Orders this thread's earlier memory accesses before later ones, for every thread of the cluster.
+__device__ __forceinline__ void fence_acq_rel_cluster() { asm volatile("fence.acq_rel.cluster;" ::: "memory"); }
+
+// Arrive on the barrier at this CTA's shared-memory address `addr`, in CTA `cta`, releasing what the
+// thread's fences ordered before it to the whole cluster.
+__device__ __forceinline__ void mbar_arrive_remote_release(uint32_t addr, uint32_t cta) {
+    asm volatile(
+        "{\n .reg .b32 remote;\n"
+        " mapa.shared::cluster.u32 remote, %0, %1;\n"
+        " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}"
+        ::"r"(addr), "r"(cta)
+        : "memory");
+}
+
+// Waits for the phase of the local barrier at `addr`, acquiring what its (remote) arrivals released.
+__device__ __forceinline__ void mbar_wait_acquire_cluster(uint32_t addr, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile(
+            "{\n .reg .pred p;\n"
+            " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+            " selp.u32 %0, 1, 0, p;\n}"
+            : "=r"(done)
+            : "r"(addr), "r"(parity)
+            : "memory");
+    } while (!done);
+}
+
+__device__ __forceinline__ void ld_shared_cluster_v4(uint32_t addr, float& a, float& b, float& c, float& d) {
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(a), "=f"(b), "=f"(c), "=f"(d) : "r"(addr)
+                 : "memory");
 }
 
 // TMA load written to the same shared-memory offset (and signalled on the same barrier offset) in

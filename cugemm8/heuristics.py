@@ -35,6 +35,8 @@ class KernelConfig:
     swizzle_d: int      # bytes of the output tile's TMA swizzle span (0: none)
     raster_group: int = RASTER_GROUP
     cluster: int = 1    # 2: CTA pairs share each A tile through TMA multicast
+    tail_split: bool = False  # masked: a last wave that would leave half the SMs idle is split in k
+                              # over CTA pairs (launched as clusters of 2)
 
     @property
     def threads(self) -> int:
@@ -42,7 +44,12 @@ class KernelConfig:
 
     @property
     def smem_bytes(self) -> int:
-        return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups)
+        return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups, self.tail_split)
+
+    @property
+    def cluster_dims(self) -> int:
+        """CTAs per cluster as launched (the grid is a multiple of it)."""
+        return 2 if self.cluster > 1 or self.tail_split else 1
 
     @property
     def masked_groups(self) -> int:
@@ -65,14 +72,25 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: int = 0) -> int:
+def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: int = 0,
+               tail_split: bool = False) -> int:
     """Must mirror the layout in cuda_src/fp8_gemm.cuh: the D tile; per stage A, B and A's scales;
     the tile's B scales (every k-block, one or two scale rows, 16-byte rounded); the masked layout's
-    rows and running tile totals per group (16-byte rounded); 2 barriers a stage."""
+    rows and running tile totals per group (16-byte rounded); 2 barriers a stage, and one (16 bytes)
+    for a split tile's partial sums."""
     sb_rows = 1 if 128 % block_n == 0 else 2
     sb = -(-(ceil_div(k, BLOCK_K) * sb_rows * 4) // 16) * 16
     rows = -(-(masked_groups * 8) // 16) * 16
-    return block_m * block_n * 2 + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16) + sb + rows
+    return (block_m * block_n * 2 + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16) + sb + rows
+            + (16 if tail_split else 0))
+
+
+def tail_split_for(layout: str, block_m: int, block_n: int, stages: int, k: int) -> bool:
+    """Whether a configuration splits its last wave (KernelConfig.tail_split): masked layout (its tile
+    count is only known on the GPU), two halves of k-blocks, and room for a tile's FP32 partial sums
+    in the stage ring."""
+    return (layout == "masked" and ceil_div(k, BLOCK_K) >= 2
+            and stages * (block_m + block_n) * BLOCK_K >= block_m * block_n * 4)
 
 
 def swizzle_for(block_n: int) -> int:
@@ -92,9 +110,10 @@ def block_n_candidates(block_m: int) -> list[int]:
 
 
 def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0) -> int:
+    """Stages that fit; with masked groups (masked layout), room for the tail split's barrier too."""
     limit = min(MAX_STAGES, max(1, ceil_div(k, BLOCK_K)))
     for s in range(limit, 0, -1):
-        if smem_bytes(block_m, block_n, s, k, masked_groups) <= SMEM_CAPACITY:
+        if smem_bytes(block_m, block_n, s, k, masked_groups, masked_groups > 0) <= SMEM_CAPACITY:
             return s
     return 0
 
@@ -167,14 +186,16 @@ def _plan(layout: str, n: int, k: int, num_groups: int, bm: int, bn: int, stages
     # and a pair advances at the pace of its slower CTA. (KernelConfig.cluster=2 stays available and
     # tested.)
     cluster = 1
+    tail_split = num_sms >= 2 and tail_split_for(layout, bm, bn, stages, k)
     config = KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=bm, block_n=bn,
                           stages=stages, num_math_wg=1 if bm == 64 else 2, swizzle_d=swizzle_for(bn),
-                          cluster=cluster)
+                          cluster=cluster, tail_split=tail_split)
     # As few CTAs as give the same number of waves: the idle SMs save power, so the busy ones clock
     # higher (the GPU runs power-limited under FP8 load). Masked: every SM, since the tile count is
     # only known on the GPU.
     waves = ceil_div(tiles, num_sms)
-    grid = min(ceil_div(ceil_div(tiles, waves), cluster) * cluster, num_sms - num_sms % cluster)
+    dims = config.cluster_dims
+    grid = min(ceil_div(ceil_div(tiles, waves), dims) * dims, num_sms - num_sms % dims)
     if layout == "masked":
-        grid = num_sms - num_sms % cluster
+        grid = num_sms - num_sms % dims
     return LaunchPlan(config=config, grid=grid, num_tiles=tiles)

@@ -57,12 +57,13 @@ def render(cfg: KernelConfig) -> str:
         "kNumGroups": cfg.num_groups,
         "kRasterGroup": cfg.raster_group,
         "kClusterSize": cfg.cluster,
+        "kTailSplit": int(cfg.tail_split),
     }
     lines = ['#include "ptx.cuh"', "namespace cg8 {"]
     lines += [f"constexpr uint32_t {name} = {value};" for name, value in consts.items()]
     lines.append(wgmma_wrapper(cfg.block_n))
     lines.append("}  // namespace cg8")
-    attr = f"__cluster_dims__({cfg.cluster}, 1, 1)" if cfg.cluster > 1 else ""
+    attr = f"__cluster_dims__({cfg.cluster_dims}, 1, 1)" if cfg.cluster_dims > 1 else ""
     lines += [f"#define CG8_CLUSTER_ATTRIBUTE {attr}", '#include "fp8_gemm.cuh"', ""]
     return "\n".join(lines)
 

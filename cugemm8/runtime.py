@@ -121,6 +121,21 @@ class LoadedKernel:
             _check(cu.cuFuncSetAttribute(
                 self.function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 cfg.smem_bytes), "cuFuncSetAttribute(max dynamic shared memory)")
+            self.max_grid = self._max_cluster_grid() if cfg.cluster_dims > 1 else None
+
+    def _max_cluster_grid(self) -> int:
+        """CTAs of the clusters that can be resident at once. A persistent grid must not exceed it:
+        a cluster waiting for SMs would start only when another finished, a whole tile sequence late."""
+        cfg = self.config
+        launch = cu.CUlaunchConfig()
+        launch.gridDimX, launch.gridDimY, launch.gridDimZ = get_num_sms(self.device), 1, 1
+        launch.blockDimX, launch.blockDimY, launch.blockDimZ = cfg.threads, 1, 1
+        launch.sharedMemBytes = cfg.smem_bytes
+        launch.numAttrs = 0   # the cluster size is compiled in (__cluster_dims__)
+        clusters = _check(cu.cuOccupancyMaxActiveClusters(self.function, launch), "cuOccupancyMaxActiveClusters")
+        if clusters < 1:
+            raise CudaError(f"no cluster of {cfg.cluster_dims} CTAs of {cfg_str(cfg)} fits on device {self.device}")
+        return clusters * cfg.cluster_dims
 
 
 _kernels: dict[tuple[int, KernelConfig, kernels.FfmaSettings], LoadedKernel] = {}
@@ -200,7 +215,7 @@ class GemmLauncher:
                  ptrs: tuple[int, int, int, int]):
         cfg = kern.config
         self.kernel = kern
-        self.grid = grid
+        self.grid = grid if kern.max_grid is None else min(grid, kern.max_grid)
         kb = -(-cfg.k // 128)
         groups = cfg.num_groups
         # masked: A, its scales and D stack the groups ([G*max_m, ...]); B always stacks them.
@@ -291,7 +306,7 @@ def bind(cfg: KernelConfig, a, a_scale, b, b_scale, out, *, layout=None, grid: i
         sms = get_num_sms(device)
         tiles = -(-rows // cfg.block_m) * cfg.num_n_blocks
         grid = sms if cfg.layout == "masked" else min(sms, tiles)
-        grid -= grid % cfg.cluster
+        grid -= grid % cfg.cluster_dims
     launcher = get_launcher(cfg, device, grid, rows, a.strides[-2], b.strides[-2], get_tma_aligned_size(rows, 4),
                             out.strides[-2] // 2, (a.data.ptr, b.data.ptr, a_scale.data.ptr, out.data.ptr), ffma=ffma)
     layout_ptr = 0 if layout is None else layout.data.ptr

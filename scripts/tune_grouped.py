@@ -71,7 +71,8 @@ def candidates(layout: str, n: int, k: int, groups: int, min_wide_block_n: int =
                 continue
             out.append(KernelConfig(layout=layout, n=n, k=k, num_groups=groups, block_m=bm, block_n=bn,
                                     stages=stages, num_math_wg=1 if bm == 64 else 2,
-                                    swizzle_d=heuristics.swizzle_for(bn), cluster=1))
+                                    swizzle_d=heuristics.swizzle_for(bn), cluster=1,
+                                    tail_split=heuristics.tail_split_for(layout, bm, bn, stages, k)))
     return out
 
 

@@ -210,6 +210,48 @@ def test_masked_cuda_graph_replay_reads_masked_m_on_device():
             assert bool((out[g, r:].view(cupy.uint16) == 0).all())
 
 
+# ----------------------------------------------------------------------------- masked: split last wave
+# A last wave that would leave at least half of the CTAs idle is split in k over the two CTAs of a
+# cluster (the first sends its partial sums to the second through distributed shared memory). Run it
+# on small grids, with tile counts that give every case: all tiles split, full waves then a split
+# tail, a tail too large to split, and no tail. Odd k-block counts split unevenly.
+def _split_case(total, grid):
+    tail = total % grid
+    if tail == 0:
+        return "no tail"
+    if 2 * tail > grid:
+        return "tail too large"
+    return "all split" if total < grid else "split tail"
+
+
+@pytest.mark.parametrize("bm, bn, k", [(128, 128, 1024), (256, 128, 384), (64, 64, 256), (128, 144, 640)])
+def test_masked_split_last_wave(bm, bn, k):
+    from cugemm8.heuristics import KernelConfig, _stages, swizzle_for, tail_split_for
+
+    groups, grid, n = 3, 8, bn
+    stages = _stages(bm, bn, k, groups)
+    assert tail_split_for("masked", bm, bn, stages, k)
+    cfg = KernelConfig("masked", n, k, groups, bm, bn, stages, 1 if bm == 64 else 2, swizzle_for(bn),
+                       tail_split=True)
+    max_m = 8 * bm
+    x, w, a, sa, b, sb = make_masked(groups, max_m, n, k, seed=bm + bn + k)
+    sa_aligned = cugemm8.get_col_major_tma_aligned_tensor(sa)
+    draws = [[2 * bm - 3, 0, 1], [5 * bm - 3, 0, 5 * bm], [7 * bm - 3, 0, 7 * bm], [8 * bm, 0, 8 * bm - 1],
+             [bm, 1, 0]]
+    cases = set()
+    for masked in draws:
+        total = sum(-(-r // bm) for r in masked)  # tiles: one n-block
+        cases.add(_split_case(total, grid))
+        out = poisoned((groups, max_m, n))
+        mm = cupy.asarray(np.array(masked, dtype=np.int32))
+        runtime.bind(cfg, a, sa_aligned, b, sb, out, layout=mm, grid=grid)()
+        for g, r in enumerate(masked):
+            assert bool((out[g, r:].view(cupy.uint16) == 0xFFFF).all()), (masked, g)
+            if r:
+                check_against_reference(out[g, :r], a[g, :r], sa[g, :r], b[g], sb[g], x[g, :r], w[g])
+    assert cases == {"all split", "split tail", "tail too large", "no tail"}
+
+
 # ----------------------------------------------------------------------------- TMA multicast
 # The heuristic does not pick clusters of 2 at present: run those configurations explicitly.
 @pytest.mark.parametrize("bm, bn", [(256, 128), (128, 96), (64, 64)])
