@@ -15,6 +15,7 @@ LAYOUTS = ("normal", "contiguous", "masked")
 GEMM_TYPE_CODE = {"normal": 0, "contiguous": 1, "masked": 2}
 CONTIGUOUS_M_ALIGNMENT = 64      # expert segments start at multiples of this (contiguous layout):
                                  # the kernel reads an expert per 64-row slab, whatever BLOCK_M is
+SPLIT_MIN_K_BLOCKS = 32          # masked: split the last wave only from this many k-blocks (see tail_split_for)
 WIDE_ROWS = 2048                 # rows per group from which a grouped layout uses 256-row tiles:
                                  # contiguous, the mean per expert (a tile spanning two experts costs
                                  # about one more pass); masked, the expected count (a group's last
@@ -85,12 +86,21 @@ def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: i
             + (16 if tail_split else 0))
 
 
+def can_split_tail(block_m: int, block_n: int, stages: int, k: int) -> bool:
+    """What the kernel's split last wave needs: two halves of k-blocks, and room for a tile's FP32
+    partial sums in the stage ring."""
+    return ceil_div(k, BLOCK_K) >= 2 and stages * (block_m + block_n) * BLOCK_K >= block_m * block_n * 4
+
+
 def tail_split_for(layout: str, block_m: int, block_n: int, stages: int, k: int) -> bool:
-    """Whether a configuration splits its last wave (KernelConfig.tail_split): masked layout (its tile
-    count is only known on the GPU), two halves of k-blocks, and room for a tile's FP32 partial sums
-    in the stage ring."""
-    return (layout == "masked" and ceil_div(k, BLOCK_K) >= 2
-            and stages * (block_m + block_n) * BLOCK_K >= block_m * block_n * 4)
+    """Whether the heuristic splits a configuration's last wave (KernelConfig.tail_split): masked layout
+    only (its tile count is only known on the GPU), and K long enough to pay for it. The split tile
+    costs about 4.5 us more than half a tile (measured on an H200: same with its partial-sum exchange
+    left out; the split tile runs a second copy of the tile code), so at K=2048 (16 k-blocks, half a
+    128x128 tile is about 4.5 us) it gained nothing, at K=7168 it saved 9 us of 54
+    (bench/results/split-ab-*.json, NOTES.md v9)."""
+    return (layout == "masked" and ceil_div(k, BLOCK_K) >= SPLIT_MIN_K_BLOCKS
+            and can_split_tail(block_m, block_n, stages, k))
 
 
 def swizzle_for(block_n: int) -> int:

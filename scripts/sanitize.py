@@ -87,7 +87,8 @@ def contiguous_ids(segments: list[tuple[int, int]]) -> list[int]:
 def forced_case(cfg, labels: list[str], tiny: bool) -> dict:
     """One small problem that runs configuration `cfg` (a KernelConfig)."""
     bm, g = cfg.block_m, cfg.num_groups
-    case = {"name": f"{cfg.layout} N={cfg.n} K={cfg.k} G={g} {bm}x{cfg.block_n} s{cfg.stages} c{cfg.cluster}",
+    case = {"name": f"{cfg.layout} N={cfg.n} K={cfg.k} G={g} {bm}x{cfg.block_n} s{cfg.stages} c{cfg.cluster}"
+                    + (" split" if cfg.tail_split else ""),
             "bench_shapes": labels, "layout": cfg.layout, "n": cfg.n, "k": cfg.k, "groups": g,
             "config": dataclasses.asdict(cfg), "a_scale": "aligned"}
     if cfg.layout == "normal":
@@ -113,6 +114,8 @@ EDGE_CASES = [
      "masked_m": [0, 100, 37, 0], "expected_m": 64, "a_scale": "aligned"},
     {"name": "edge masked all empty", "layout": "masked", "groups": 2, "max_m": 64, "n": 128, "k": 128,
      "masked_m": [0, 0], "expected_m": 1, "a_scale": "aligned"},
+    {"name": "edge masked split last wave (K=4096: every tile split over a CTA pair)", "layout": "masked",
+     "groups": 2, "max_m": 129, "n": 256, "k": 4096, "masked_m": [129, 1], "expected_m": 129, "a_scale": "aligned"},
     {"name": "edge masked out-of-range masked_m", "layout": "masked", "groups": 3, "max_m": 70, "n": 136, "k": 256,
      "masked_m": [-5, 1000, 70], "expected_m": 32, "a_scale": "aligned"},
     {"name": "edge contiguous whole padding blocks", "layout": "contiguous", "groups": 3, "n": 256, "k": 256,
@@ -218,7 +221,8 @@ def run_case(case: dict, tiny: bool) -> str:
             tiles = -(-len(case["m_indices"]) // cfg.block_m) * cfg.num_n_blocks
         else:
             tiles = -(-case["max_m"] // cfg.block_m) * cfg.num_n_blocks * groups
-        grid = min(-(-max(tiles, 1) // cfg.cluster) * cfg.cluster, num_sms - num_sms % cfg.cluster)
+        dims = cfg.cluster_dims
+        grid = min(-(-max(tiles, 1) // dims) * dims, num_sms - num_sms % dims)
 
         def forced(layout, m_, n_, k_, groups_, sms_):
             assert (layout, n_, k_, groups_) == (cfg.layout, cfg.n, cfg.k, cfg.num_groups), "case/config mismatch"

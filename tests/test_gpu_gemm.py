@@ -226,11 +226,11 @@ def _split_case(total, grid):
 
 @pytest.mark.parametrize("bm, bn, k", [(128, 128, 1024), (256, 128, 384), (64, 64, 256), (128, 144, 640)])
 def test_masked_split_last_wave(bm, bn, k):
-    from cugemm8.heuristics import KernelConfig, _stages, swizzle_for, tail_split_for
+    from cugemm8.heuristics import KernelConfig, _stages, can_split_tail, swizzle_for
 
     groups, grid, n = 3, 8, bn
     stages = _stages(bm, bn, k, groups)
-    assert tail_split_for("masked", bm, bn, stages, k)
+    assert can_split_tail(bm, bn, stages, k)
     cfg = KernelConfig("masked", n, k, groups, bm, bn, stages, 1 if bm == 64 else 2, swizzle_for(bn),
                        tail_split=True)
     max_m = 8 * bm
@@ -244,7 +244,11 @@ def test_masked_split_last_wave(bm, bn, k):
         cases.add(_split_case(total, grid))
         out = poisoned((groups, max_m, n))
         mm = cupy.asarray(np.array(masked, dtype=np.int32))
-        runtime.bind(cfg, a, sa_aligned, b, sb, out, layout=mm, grid=grid)()
+        run = runtime.bind(cfg, a, sa_aligned, b, sb, out, layout=mm, grid=grid)
+        run()
+        again = poisoned((groups, max_m, n))
+        run(out=again)
+        assert bool((again.view(cupy.uint16) == out.view(cupy.uint16)).all()), "same inputs, other bits"
         for g, r in enumerate(masked):
             assert bool((out[g, r:].view(cupy.uint16) == 0xFFFF).all()), (masked, g)
             if r:
