@@ -62,7 +62,7 @@ constexpr uint32_t kOffSB = kOffSA + kStages * kSmemSA;
 constexpr uint32_t kSmemRows = kGemmType == kGemmMasked ? (kNumGroups * 8 + 15) / 16 * 16 : 0;
 constexpr uint32_t kOffRows = kOffSB + kSmemSB;
 constexpr uint32_t kOffBar = kOffRows + kSmemRows;
-constexpr uint32_t kSmemBytes = kOffBar + kStages * 16 + (kTailSplit ? 16 : 0);  // + the partial sums' barrier
+constexpr uint32_t kSmemBytes = kOffBar + kStages * 16;
 
 static_assert(kBlockM % 64 == 0 && kWaves >= 1 && kBlockM == kWaves * 64 * kNumMathWG, "bad BLOCK_M");
 static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N must be a multiple of 8 in [8, 256]");
@@ -286,7 +286,6 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
     float* smem_sb = reinterpret_cast<float*>(smem + kOffSB);
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + kOffBar);
     uint64_t* empty = full + kStages;
-    uint64_t* partials_ready = empty + kStages;  // kTailSplit: the peer's partial sums are in its ring
 
     if (threadIdx.x == 0 && (smem_addr(smem) & 1023u) != 0) __trap();  // 128B swizzle needs 1024-byte alignment
 
@@ -303,7 +302,6 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], kNumMathWG * 4 * kClusterSize);  // every math warp of every CTA
         }
-        if constexpr (kTailSplit) mbar_init(partials_ready, 1);
         fence_barrier_init();
         fence_proxy_async_smem();
     }
@@ -398,8 +396,12 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             }
         } else {
             while (tid == 0 && sched.next(t)) load_tile(t, [] {}, Bool<false>{});
-            if constexpr (kTailSplit)
-                if (tid == 0 && sched.tail(t)) load_tile(t, [] {}, Bool<true>{});
+            if constexpr (kTailSplit) {
+                if (sched.tail(t)) {
+                    if (tid == 0) load_tile(t, [] {}, Bool<true>{});
+                    cluster_sync_any();  // the split tile's exchange (see the math warpgroups)
+                }
+            }
         }
     } else {
         // ---------------------------------------------------------------- math warpgroups
@@ -596,7 +598,8 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     {
                         // This is the CTA's last tile, so its stage ring is idle once both math warpgroups
                         // are past their last wgmma: the sender parks its partial sums there (16 bytes per
-                        // thread at a time, consecutive threads adjacent) and the receiver reads them remotely.
+                        // thread at a time, consecutive threads adjacent) and the receiver reads them remotely
+                        // after a cluster barrier (which every thread of both CTAs joins: see the producer).
                         constexpr uint32_t kVecs = kWaves * kBlockN / 8;
                         auto slot = [&](uint32_t base, uint32_t v) { return base + (v * kMathThreads + threadIdx.x) * 16; };
                         if (t.split == 1) {
@@ -606,12 +609,10 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                                 const float* f = &fin[v / (kBlockN / 8)][(v % (kBlockN / 8)) * 4];
                                 st_shared_v4(slot(smem_a_addr, v), f[0], f[1], f[2], f[3]);
                             }
-                            fence_acq_rel_cluster();
-                            named_barrier_sync(1, kMathThreads);
-                            if (threadIdx.x == 0) mbar_arrive_remote_release(shared(partials_ready), cta_rank ^ 1);
-                            return;  // the peer stores the tile
                         }
-                        mbar_wait_acquire_cluster(shared(partials_ready), 0);
+                        cluster_sync_any();
+                        if (t.split == 1) return;  // the peer stores the tile (and the final cluster
+                                                   // barrier keeps this CTA's memory until it has read it)
                         const uint32_t peer_ring = map_shared_rank(smem_a_addr, cta_rank ^ 1);
 #pragma unroll
                         for (uint32_t v = 0; v < kVecs; ++v) {

@@ -177,6 +177,11 @@ __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
+// As cluster_sync, for threads that need not be converged within their warp.
+__device__ __forceinline__ void cluster_sync_any() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
 // Arrive on the barrier at the same shared-memory offset in CTA `cta` of this cluster. Default
 // (release, CTA-scope) semantics: the stage's readers are the async proxy, already waited for; a
 // cluster-scope release would add a GPU-wide memory barrier to every stage release.
@@ -194,34 +199,6 @@ __device__ __forceinline__ uint32_t map_shared_rank(uint32_t addr, uint32_t cta)
     uint32_t r;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(cta));
     return r;
-}
-
-// Orders this thread's earlier memory accesses before later ones, for every thread of the cluster.
-__device__ __forceinline__ void fence_acq_rel_cluster() { asm volatile("fence.acq_rel.cluster;" ::: "memory"); }
-
-// Arrive on the barrier at this CTA's shared-memory address `addr`, in CTA `cta`, releasing what the
-// thread's fences ordered before it to the whole cluster.
-__device__ __forceinline__ void mbar_arrive_remote_release(uint32_t addr, uint32_t cta) {
-    asm volatile(
-        "{\n .reg .b32 remote;\n"
-        " mapa.shared::cluster.u32 remote, %0, %1;\n"
-        " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}"
-        ::"r"(addr), "r"(cta)
-        : "memory");
-}
-
-// Waits for the phase of the local barrier at `addr`, acquiring what its (remote) arrivals released.
-__device__ __forceinline__ void mbar_wait_acquire_cluster(uint32_t addr, uint32_t parity) {
-    uint32_t done;
-    do {
-        asm volatile(
-            "{\n .reg .pred p;\n"
-            " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-            " selp.u32 %0, 1, 0, p;\n}"
-            : "=r"(done)
-            : "r"(addr), "r"(parity)
-            : "memory");
-    } while (!done);
 }
 
 __device__ __forceinline__ void ld_shared_cluster_v4(uint32_t addr, float& a, float& b, float& c, float& d) {

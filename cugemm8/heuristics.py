@@ -45,7 +45,7 @@ class KernelConfig:
 
     @property
     def smem_bytes(self) -> int:
-        return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups, self.tail_split)
+        return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups)
 
     @property
     def cluster_dims(self) -> int:
@@ -73,17 +73,14 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: int = 0,
-               tail_split: bool = False) -> int:
+def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: int = 0) -> int:
     """Must mirror the layout in cuda_src/fp8_gemm.cuh: the D tile; per stage A, B and A's scales;
     the tile's B scales (every k-block, one or two scale rows, 16-byte rounded); the masked layout's
-    rows and running tile totals per group (16-byte rounded); 2 barriers a stage, and one (16 bytes)
-    for a split tile's partial sums."""
+    rows and running tile totals per group (16-byte rounded); 2 barriers a stage."""
     sb_rows = 1 if 128 % block_n == 0 else 2
     sb = -(-(ceil_div(k, BLOCK_K) * sb_rows * 4) // 16) * 16
     rows = -(-(masked_groups * 8) // 16) * 16
-    return (block_m * block_n * 2 + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16) + sb + rows
-            + (16 if tail_split else 0))
+    return block_m * block_n * 2 + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16) + sb + rows
 
 
 def can_split_tail(block_m: int, block_n: int, stages: int, k: int) -> bool:
@@ -120,10 +117,9 @@ def block_n_candidates(block_m: int) -> list[int]:
 
 
 def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0) -> int:
-    """Stages that fit; with masked groups (masked layout), room for the tail split's barrier too."""
     limit = min(MAX_STAGES, max(1, ceil_div(k, BLOCK_K)))
     for s in range(limit, 0, -1):
-        if smem_bytes(block_m, block_n, s, k, masked_groups, masked_groups > 0) <= SMEM_CAPACITY:
+        if smem_bytes(block_m, block_n, s, k, masked_groups) <= SMEM_CAPACITY:
             return s
     return 0
 
