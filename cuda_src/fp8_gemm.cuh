@@ -315,9 +315,9 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             smem_rows[g] = rows < 0 ? 0 : int32_t(min(uint32_t(rows), m));
         }
     }
-    // The peer CTA arrives on our barriers (and multicasts into our shared memory): it must see them
-    // initialized first.
-    if constexpr (kClusterDims > 1) cluster_sync(); else __syncthreads();
+    // With multicast the peer CTA arrives on our barriers and writes into our shared memory: it must see
+    // them initialized first. (A split tail tile synchronizes the pair itself.)
+    if constexpr (kClusterSize > 1) cluster_sync(); else __syncthreads();
     if constexpr (kGemmType == kGemmMasked) {
         // Running tile totals per group (the scheduler's search), by the first warp 32 groups at a time.
         if (threadIdx.x < 32) {
@@ -399,7 +399,8 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             if constexpr (kTailSplit) {
                 if (sched.tail(t)) {
                     if (tid == 0) load_tile(t, [] {}, Bool<true>{});
-                    cluster_sync_any();  // the split tile's exchange (see the math warpgroups)
+                    cluster_sync_any();  // the split tile's exchange, then its end (see the math warpgroups)
+                    cluster_sync_any();
                 }
             }
         }
@@ -611,8 +612,10 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                             }
                         }
                         cluster_sync_any();
-                        if (t.split == 1) return;  // the peer stores the tile (and the final cluster
-                                                   // barrier keeps this CTA's memory until it has read it)
+                        if (t.split == 1) {
+                            cluster_sync_any();  // keeps this CTA (its shared memory) until the peer has read it
+                            return;              // the peer stores the tile
+                        }
                         const uint32_t peer_ring = map_shared_rank(smem_a_addr, cta_rank ^ 1);
 #pragma unroll
                         for (uint32_t v = 0; v < kVecs; ++v) {
@@ -621,6 +624,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                             ld_shared_cluster_v4(slot(peer_ring, v), p0, p1, p2, p3);
                             f[0] += p0, f[1] += p1, f[2] += p2, f[3] += p3;
                         }
+                        cluster_sync_any();
                     }
                 }
 
@@ -710,7 +714,6 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         }
         if (store_thread) bulk_wait_group0();
     }
-    // Neither CTA of a cluster may exit while the other can still arrive on its barriers or read its
-    // shared memory.
-    if constexpr (kClusterDims > 1) cluster_sync();
+    // Neither CTA of a multicast pair may exit while the other can still arrive on its barriers.
+    if constexpr (kClusterSize > 1) cluster_sync();
 }
