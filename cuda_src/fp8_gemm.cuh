@@ -161,11 +161,6 @@ struct Scheduler {
 
     __device__ __forceinline__ bool next(Tile& t) {
         if constexpr (kGemmType == kGemmMasked) {
-            // The group holding the tile: the first whose running tile total exceeds tile_idx, found in
-            // a fixed number of steps. (A cursor carried from tile to tile, advanced through the groups
-            // with shared-memory loads, took the tile loop's stage counters, and with them the main
-            // loop's wgmma descriptor arithmetic, off the uniform datapath: an R2UR before every wgmma,
-            // ncu 13% slower than dense at the same tile.)
             if (kTailSplit && tile_idx >= split_from) return false;  // the split tiles: see tail()
             if (!locate(tile_idx, t)) return false;
         } else {
