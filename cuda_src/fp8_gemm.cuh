@@ -95,7 +95,11 @@ struct Tile {
     int32_t slab_group[kSlabs];  // contiguous: each slab's expert id (valid slabs only)
     int32_t row_id[2 * kWaves];  // contiguous, math threads: m_indices of this thread's rows (until decoded)
     uint32_t split;    // tail(): 1 first k-blocks, sends the partial sums; 2 the rest, stores the tile
-    uint32_t kb_begin, kb_end;  // tail(): the k-blocks this CTA works on
+
+    // The k-blocks this CTA works on: all, or its half of a split tile (the first half rounded up).
+    static constexpr uint32_t kHalfKBlocks = (kNumKBlocks + 1) / 2;
+    __device__ __forceinline__ uint32_t kb_begin() const { return split == 2 ? kHalfKBlocks : 0u; }
+    __device__ __forceinline__ uint32_t kb_end() const { return split == 1 ? kHalfKBlocks : kNumKBlocks; }
 
     // The group whose B the pass starting at slab p multiplies with.
     __device__ __forceinline__ int32_t pass_group(uint32_t p) const {
@@ -215,10 +219,7 @@ struct Scheduler {
     __device__ __forceinline__ bool tail(Tile& t) const {
         const uint32_t idx = split_from + blockIdx.x / 2;
         if (idx >= total || !locate(idx, t)) return false;
-        constexpr uint32_t kHalf = (kNumKBlocks + 1) / 2;
         t.split = 1 + blockIdx.x % 2;
-        t.kb_begin = t.split == 2 ? kHalf : 0u;
-        t.kb_end = t.split == 1 ? kHalf : kNumKBlocks;
         return true;
     }
 
@@ -356,9 +357,9 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             for (uint32_t passes = t.passes; passes != 0; passes &= passes - 1) {
                 const int32_t group = t.pass_group(__ffs(passes) - 1);
                 const int32_t b_row = int32_t(uint32_t(group) * kShapeN + t.n_block * kBlockN);
-                const uint32_t kb_end = kSplitTile ? t.kb_end : kNumKBlocks;
+                const uint32_t kb_end = kSplitTile ? t.kb_end() : kNumKBlocks;
 #pragma unroll 1
-                for (uint32_t kb = kSplitTile ? t.kb_begin : 0u; kb < kb_end; ++kb) {
+                for (uint32_t kb = kSplitTile ? t.kb_begin() : 0u; kb < kb_end; ++kb) {
                     mbar_wait(&empty[stage], phase ^ 1);
                     uint64_t* bar = &full[stage];
                     mbar_arrive_expect_tx(bar, kStageTxBytes);
@@ -514,8 +515,8 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     auto advance = [&]() {
                         if (++stage == kStages) stage = 0, phase ^= 1;
                     };
-                    const uint32_t kb_begin = kSplitTile ? t.kb_begin : 0u;
-                    const uint32_t kb_end = kSplitTile ? t.kb_end : kNumKBlocks;
+                    const uint32_t kb_begin = kSplitTile ? t.kb_begin() : 0u;
+                    const uint32_t kb_end = kSplitTile ? t.kb_end() : kNumKBlocks;
 
                     if (kGemmType == kGemmContiguous && waves == 0) {
                         // No slab of this warpgroup in the pass: walk the ring with the other warpgroup.

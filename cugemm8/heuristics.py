@@ -124,6 +124,18 @@ def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0) -> int:
     return 0
 
 
+def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, block_n: int,
+                cluster: int = 1) -> KernelConfig:
+    """The configuration of one tile shape as the heuristic would build it (most stages that fit, one
+    math warpgroup per 64-row tile, the widest output swizzle, the masked split where it pays): for
+    sweeps and tools that name a tile themselves."""
+    stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0)
+    return KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=block_m, block_n=block_n,
+                        stages=stages, num_math_wg=1 if block_m == 64 else 2, swizzle_d=swizzle_for(block_n),
+                        cluster=cluster,
+                        tail_split=cluster == 1 and tail_split_for(layout, block_m, block_n, stages, k))
+
+
 @functools.lru_cache(maxsize=4096)
 def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -> LaunchPlan:
     """Configuration for D[m, n] = A[m, k] B[n, k]^T (per group). `m` is the rows per group for the

@@ -39,10 +39,7 @@ else:
 cfg = heuristics.choose(layout, m, n, k, max(g, 1), cugemm8.get_num_sms()).config
 if len(args.shape) > 3:
     bm, bn, cl = args.shape[3:6]
-    stages = heuristics._stages(bm, bn, k, g if args.masked else 0)
-    cfg = heuristics.KernelConfig(layout, n, k, max(g, 1), bm, bn, stages, 1 if bm == 64 else 2,
-                                  heuristics.swizzle_for(bn), cluster=cl,
-                                  tail_split=cl == 1 and heuristics.tail_split_for(layout, bm, bn, stages, k))
+    cfg = heuristics.make_config(layout, n, k, max(g, 1), bm, bn, cluster=cl)
 grid = cugemm8.get_num_sms() if args.masked else None
 run = runtime.bind(cfg, a, sa, b, sb, out, layout=idx, grid=grid)
 print(cfg, "grid", run.launcher.grid, flush=True)

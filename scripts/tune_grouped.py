@@ -66,13 +66,9 @@ def candidates(layout: str, n: int, k: int, groups: int, min_wide_block_n: int =
         for bn in heuristics.block_n_candidates(bm):
             if bn % 16 or (bm >= 128 and bn < min_wide_block_n):
                 continue
-            stages = heuristics._stages(bm, bn, k, groups if layout == "masked" else 0)
-            if stages < 2:
-                continue
-            out.append(KernelConfig(layout=layout, n=n, k=k, num_groups=groups, block_m=bm, block_n=bn,
-                                    stages=stages, num_math_wg=1 if bm == 64 else 2,
-                                    swizzle_d=heuristics.swizzle_for(bn), cluster=1,
-                                    tail_split=heuristics.tail_split_for(layout, bm, bn, stages, k)))
+            cfg = heuristics.make_config(layout, n, k, groups, bm, bn)
+            if cfg.stages >= 2:
+                out.append(cfg)
     return out
 
 

@@ -133,9 +133,7 @@ def test_heuristic_against_measured_sweep():
 def main_loop(layout: str, groups: int, bm: int, bn: int, n: int = 4096, k: int = 7168) -> tuple[str, ...]:
     """Opcodes of the main loop: the first innermost loop (backward branch, no such loop inside) that
     issues wgmmas. (The masked kernel's split tail tile has a second copy after the tile loop.)"""
-    stages = heuristics._stages(bm, bn, k, groups if layout == "masked" else 0)
-    cfg = heuristics.KernelConfig(layout, n, k, groups, bm, bn, stages, 2, heuristics.swizzle_for(bn),
-                                  tail_split=heuristics.tail_split_for(layout, bm, bn, stages, k))
+    cfg = heuristics.make_config(layout, n, k, groups, bm, bn)
     text = sass.disassemble(jit.compile_cubin(kernels.render(cfg)))
     ins = [(int(a, 16), op) for a, op in re.findall(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", text)]
     loops = []   # (start, end) of every backward branch's range that holds a wgmma
