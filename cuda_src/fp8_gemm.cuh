@@ -268,6 +268,13 @@ __device__ __forceinline__ uint32_t d_smem_addr(uint32_t base, uint32_t row, uin
 
 }  // namespace cg8
 
+#ifdef CG8_TRACE
+#include "trace.cuh"
+#define CG8_MARK(...) tracer.mark(__VA_ARGS__)
+#else
+#define CG8_MARK(...) ((void)0)
+#endif
+
 extern "C" __global__ void __launch_bounds__(cg8::kThreads, 1) CG8_CLUSTER_ATTRIBUTE
 cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                  const __grid_constant__ CUtensorMap tmap_sa, const __grid_constant__ CUtensorMap tmap_d,
@@ -283,6 +290,10 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + kOffBar);
     uint64_t* empty = full + kStages;
 
+#ifdef CG8_TRACE
+    Tracer tracer;
+#endif
+    CG8_MARK(kTraceStart);
     if (threadIdx.x == 0 && (smem_addr(smem) & 1023u) != 0) __trap();  // 128B swizzle needs 1024-byte alignment
 
     const uint32_t wg = threadIdx.x / 128;
@@ -333,6 +344,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         __syncthreads();
     }
     const uint32_t cta_rank = kClusterDims > 1 ? cluster_ctarank() : 0;
+    CG8_MARK(kTraceSetUp);
 
     // Contiguous: each role fetches its next tile (global loads of m_indices) while the current one is
     // still in flight, so that their latency is not paid between tiles. (Elsewhere fetching is pure
@@ -353,6 +365,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             const int32_t a_row = int32_t(tile_row(t, m));
             const int32_t sa_row0 = int32_t(kGemmType == kGemmMasked ? uint32_t(t.group) * kNumKBlocks : 0u);
             const int32_t sa_col = int32_t(t.m_block * kBlockM);
+            CG8_MARK(kTraceLoads, (t.n_block << 16) | t.m_block);
 #pragma unroll 1
             for (uint32_t passes = t.passes; passes != 0; passes &= passes - 1) {
                 const int32_t group = t.pass_group(__ffs(passes) - 1);
@@ -378,6 +391,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     after_load();
                 }
             }
+            CG8_MARK(kTraceLoadsDone);
         };
         if constexpr (kFetchEarly) {
             bool more = tid == 0 && sched.next(t);
@@ -427,6 +441,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         auto work_tile = [&](const Tile& t, auto&& fetch_next, auto split_tile) {
                 constexpr bool kSplitTile = decltype(split_tile)::value;  // a tail() tile
                 const uint32_t n0 = t.n_block * kBlockN;
+                CG8_MARK(kTraceTile, (kSplitTile ? t.split << 30 : 0u) | (t.n_block << 16) | t.m_block);
 #pragma unroll
                 for (uint32_t w = 0; w < kWaves; ++w)
 #pragma unroll
@@ -456,6 +471,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                         smem_sb[i] = __ldg(i < kNumKBlocks ? sb0_ptr + i : sb1_ptr + (i - kNumKBlocks));
                     named_barrier_sync(1, kMathThreads);
                     if (passes == t.passes) fetch_next();
+                    CG8_MARK(kTraceLoop);
                     // Waits for k-block `kb`'s stage and returns its promotion scales for 64-row slab `w`:
                     // {sa(r0) sb0, sa(r1) sb0, sa(r0) sb1, sa(r1) sb1}.
                     auto wait_stage = [&](uint32_t kb, float (&scale)[kWaves][4]) {
@@ -590,6 +606,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     }
                 }
 
+                CG8_MARK(kTraceMainDone);
                 // ------------------------------------------------------------ split tile: the two halves meet
                 if constexpr (kSplitTile) {
                     {
@@ -610,6 +627,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                         cluster_sync_any();
                         if (t.split == 1) {
                             cluster_sync_any();  // keeps this CTA (its shared memory) until the peer has read it
+                            CG8_MARK(kTraceExchanged);
                             return;              // the peer stores the tile
                         }
                         const uint32_t peer_ring = map_shared_rank(smem_a_addr, cta_rank ^ 1);
@@ -621,6 +639,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                             f[0] += p0, f[1] += p1, f[2] += p2, f[3] += p3;
                         }
                         cluster_sync_any();
+                        CG8_MARK(kTraceExchanged);
                     }
                 }
 
@@ -675,6 +694,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                                      int32_t(row0));
                         bulk_commit_group();
                     }
+                    CG8_MARK(kTraceStored);
                 } else {
                     // Masked layout, last block of a group: only rows below masked_m may be written, so copy
                     // them out with ordinary 16-byte stores instead of a TMA store of the whole box.
@@ -694,6 +714,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                                          : "memory");
                         }
                     }
+                    CG8_MARK(kTraceStored);
                 }
         };
         if constexpr (kFetchEarly) {
@@ -710,6 +731,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         }
         if (store_thread) bulk_wait_group0();
     }
+    CG8_MARK(kTraceEnd);
     // Neither CTA of a multicast pair may exit while the other can still arrive on its barriers.
     if constexpr (kClusterSize > 1) cluster_sync();
 }
