@@ -8,9 +8,10 @@
 // (see cugemm8/kernels.py). M (the only run-time shape) arrives as an argument.
 //
 // Masked layout with kTailSplit: when the tiles' last wave would leave at least half of the CTAs idle,
-// each of its tiles is shared by the two CTAs of a cluster, each taking half of the k-blocks; one
-// hands its FP32 partial sums to the other through distributed shared memory, and the other stores.
-// (The tile count is only known on the GPU, so the host cannot pick a tile that fits the waves.)
+// each of its tiles is shared by the two CTAs of a cluster, each taking half of the k-blocks. Each
+// then owns half of the tile's columns: it pushes its FP32 partial sums of the other half into the
+// peer's shared memory (st.async, counted on the peer's barrier), adds the peer's, and stores its
+// half. (The tile count is only known on the GPU, so the host cannot pick a tile that fits the waves.)
 //
 // Block roles: warpgroups 0 .. kNumMathWG-1 do the math, the last warpgroup's first thread issues
 // every TMA load. A ring of kStages shared-memory stages, each guarded by a `full` barrier (TMA
@@ -62,7 +63,8 @@ constexpr uint32_t kOffSB = kOffSA + kStages * kSmemSA;
 constexpr uint32_t kSmemRows = kGemmType == kGemmMasked ? (kNumGroups * 8 + 15) / 16 * 16 : 0;
 constexpr uint32_t kOffRows = kOffSB + kSmemSB;
 constexpr uint32_t kOffBar = kOffRows + kSmemRows;
-constexpr uint32_t kSmemBytes = kOffBar + kStages * 16;
+// Split tail: two barriers, `ready` (the peer may push into this CTA's output tile) and `received`.
+constexpr uint32_t kSmemBytes = kOffBar + kStages * 16 + (kTailSplit ? 16 : 0);
 
 static_assert(kBlockM % 64 == 0 && kWaves >= 1 && kBlockM == kWaves * 64 * kNumMathWG, "bad BLOCK_M");
 static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N must be a multiple of 8 in [8, 256]");
@@ -70,9 +72,10 @@ static_assert(kBlockN <= 128 || (128 % (kBlockN - 128)) == 0, "BLOCK_N > 128 mus
 static_assert(kSmemD % 1024 == 0 && kSmemA % 1024 == 0 && kSmemB % 1024 == 0, "stages must stay 1024-aligned");
 static_assert(kBlockN % kAtomCols == 0, "output atoms must tile BLOCK_N");
 static_assert(kClusterSize == 1 || (kClusterSize == 2 && kNumNBlocks % 2 == 0), "multicast pairs need even n-blocks");
-// A split tile's partial sums travel through the sending CTA's (idle) stage ring.
+// A split tile's halves are column halves of whole 8-column fragments; the half of the partial sums a
+// CTA receives (kBlockM x kBlockN/2 FP32) fills exactly its output tile's shared memory.
 static_assert(!kTailSplit || (kGemmType == kGemmMasked && kClusterSize == 1 && kNumKBlocks >= 2 &&
-                              kStages * (kSmemA + kSmemB) >= kBlockM * kBlockN * 4), "bad tail split");
+                              kBlockN % 16 == 0), "bad tail split");
 
 // Tile sequence shared by the producer and the math warpgroups.
 //
@@ -94,7 +97,7 @@ struct Tile {
     uint32_t zero;     // contiguous, math threads: bit 2w+h: this thread's row (slab w, +8h) is no expert's
     int32_t slab_group[kSlabs];  // contiguous: each slab's expert id (valid slabs only)
     int32_t row_id[2 * kWaves];  // contiguous, math threads: m_indices of this thread's rows (until decoded)
-    uint32_t split;    // tail(): 1 first k-blocks, sends the partial sums; 2 the rest, stores the tile
+    uint32_t split;    // tail(): 1 the first k-blocks, 2 the rest; each CTA stores column half split - 1
 
     // The k-blocks this CTA works on: all, or its half of a split tile (the first half rounded up).
     static constexpr uint32_t kHalfKBlocks = (kNumKBlocks + 1) / 2;
@@ -289,6 +292,8 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
     float* smem_sb = reinterpret_cast<float*>(smem + kOffSB);
     uint64_t* full = reinterpret_cast<uint64_t*>(smem + kOffBar);
     uint64_t* empty = full + kStages;
+    uint64_t* split_ready = empty + kStages;        // kTailSplit only
+    uint64_t* split_received = split_ready + 1;
 
 #ifdef CG8_TRACE
     Tracer tracer;
@@ -309,6 +314,10 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], kNumMathWG * 4 * kClusterSize);  // every math warp of every CTA
         }
+        if constexpr (kTailSplit) {
+            mbar_init(split_ready, 1);     // the peer's arrival
+            mbar_init(split_received, 1);  // this CTA's expect_tx, then the peer's bytes
+        }
         fence_barrier_init();
         fence_proxy_async_smem();
     }
@@ -322,9 +331,15 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             smem_rows[g] = rows < 0 ? 0 : int32_t(min(uint32_t(rows), m));
         }
     }
-    // With multicast the peer CTA arrives on our barriers and writes into our shared memory: it must see
-    // them initialized first. (A split tail tile synchronizes the pair itself.)
-    if constexpr (kClusterSize > 1) cluster_sync(); else __syncthreads();
+    // With multicast, or the split tail's exchange, the peer CTA arrives on our barriers (and writes into
+    // our shared memory): it must see them initialized first.
+    // (The relaxed cluster barrier orders no memory: __syncthreads publishes the rows above.)
+    if constexpr (kClusterSize > 1) {
+        cluster_sync();
+    } else {
+        __syncthreads();
+        if constexpr (kTailSplit) cluster_sync_relaxed();
+    }
     if constexpr (kGemmType == kGemmMasked) {
         // Running tile totals per group (the scheduler's search), by the first warp 32 groups at a time.
         if (threadIdx.x < 32) {
@@ -406,13 +421,8 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             }
         } else {
             while (tid == 0 && sched.next(t)) load_tile(t, [] {}, Bool<false>{});
-            if constexpr (kTailSplit) {
-                if (sched.tail(t)) {
-                    if (tid == 0) load_tile(t, [] {}, Bool<true>{});
-                    cluster_sync_any();  // the split tile's exchange, then its end (see the math warpgroups)
-                    cluster_sync_any();
-                }
-            }
+            if constexpr (kTailSplit)
+                if (tid == 0 && sched.tail(t)) load_tile(t, [] {}, Bool<true>{});
         }
     } else {
         // ---------------------------------------------------------------- math warpgroups
@@ -467,9 +477,20 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     // is past the previous tile's main loop (the epilogue's barrier); a later pass of the
                     // same tile must first wait for the previous pass's readers.
                     if (passes != t.passes) named_barrier_sync(1, kMathThreads);
+                    if constexpr (kSplitTile) {
+                        // The peer will push partial sums into this CTA's output tile: the previous tile's
+                        // TMA store must be done reading it (the barrier below orders the other readers).
+                        if (store_thread) bulk_wait_group_read0();
+                    }
                     for (uint32_t i = threadIdx.x; i < kNumKBlocks * kScaleRowsPerTile; i += kMathThreads)
                         smem_sb[i] = __ldg(i < kNumKBlocks ? sb0_ptr + i : sb1_ptr + (i - kNumKBlocks));
                     named_barrier_sync(1, kMathThreads);
+                    if constexpr (kSplitTile) {
+                        if (threadIdx.x == 0) {  // ready to receive: the bytes to expect, then tell the peer
+                            mbar_arrive_expect_tx(split_received, kSmemD);
+                            mbar_arrive_cluster(split_ready, cta_rank ^ 1);
+                        }
+                    }
                     if (passes == t.passes) fetch_next();
                     CG8_MARK(kTraceLoop);
                     // Waits for k-block `kb`'s stage and returns its promotion scales for 64-row slab `w`:
@@ -608,39 +629,37 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
 
                 CG8_MARK(kTraceMainDone);
                 // ------------------------------------------------------------ split tile: the two halves meet
+                // This CTA stores column half t.split - 1 (its cluster rank): it pushes its partial sums of
+                // the other half into the peer's output tile (free once the peer said `ready`), then adds
+                // the peer's sums of its own half, which arrive the same way. Slot j of a thread holds its
+                // j-th fragment of the half (slab j / kHalfGroups, 8-column group j % kHalfGroups of the
+                // half), consecutive threads 16 bytes apart. The half is a compile-time index: fin[] must
+                // stay in registers.
                 if constexpr (kSplitTile) {
-                    {
-                        // This is the CTA's last tile, so its stage ring is idle once both math warpgroups
-                        // are past their last wgmma: the sender parks its partial sums there (16 bytes per
-                        // thread at a time, consecutive threads adjacent) and the receiver reads them remotely
-                        // after a cluster barrier (which every thread of both CTAs joins: see the producer).
-                        constexpr uint32_t kVecs = kWaves * kBlockN / 8;
-                        auto slot = [&](uint32_t base, uint32_t v) { return base + (v * kMathThreads + threadIdx.x) * 16; };
-                        if (t.split == 1) {
-                            named_barrier_sync(1, kMathThreads);
+                    auto exchange = [&](auto second_half) {
+                        constexpr uint32_t kMine = decltype(second_half)::value ? 1 : 0;
+                        constexpr uint32_t kHalfGroups = kBlockN / 16;
+                        constexpr uint32_t kHalfVecs = kWaves * kHalfGroups;
+                        auto slot = [&](uint32_t j) { return (j * kMathThreads + threadIdx.x) * 16; };
+                        mbar_wait(shared(split_ready), 0);
+                        const uint32_t peer_tile = map_shared_rank(smem_d_addr, cta_rank ^ 1);
+                        const uint32_t peer_received = map_shared_rank(shared(split_received), cta_rank ^ 1);
 #pragma unroll
-                            for (uint32_t v = 0; v < kVecs; ++v) {
-                                const float* f = &fin[v / (kBlockN / 8)][(v % (kBlockN / 8)) * 4];
-                                st_shared_v4(slot(smem_a_addr, v), f[0], f[1], f[2], f[3]);
-                            }
+                        for (uint32_t j = 0; j < kHalfVecs; ++j) {
+                            const float* f = &fin[j / kHalfGroups][((1 - kMine) * kHalfGroups + j % kHalfGroups) * 4];
+                            st_async_v4(peer_tile + slot(j), f[0], f[1], f[2], f[3], peer_received);
                         }
-                        cluster_sync_any();
-                        if (t.split == 1) {
-                            cluster_sync_any();  // keeps this CTA (its shared memory) until the peer has read it
-                            CG8_MARK(kTraceExchanged);
-                            return;              // the peer stores the tile
-                        }
-                        const uint32_t peer_ring = map_shared_rank(smem_a_addr, cta_rank ^ 1);
+                        mbar_wait(shared(split_received), 0);
 #pragma unroll
-                        for (uint32_t v = 0; v < kVecs; ++v) {
-                            float* f = &fin[v / (kBlockN / 8)][(v % (kBlockN / 8)) * 4];
+                        for (uint32_t j = 0; j < kHalfVecs; ++j) {
+                            float* f = &fin[j / kHalfGroups][(kMine * kHalfGroups + j % kHalfGroups) * 4];
                             float p0, p1, p2, p3;
-                            ld_shared_cluster_v4(slot(peer_ring, v), p0, p1, p2, p3);
+                            ld_shared_v4(smem_d_addr + slot(j), p0, p1, p2, p3);
                             f[0] += p0, f[1] += p1, f[2] += p2, f[3] += p3;
                         }
-                        cluster_sync_any();
-                        CG8_MARK(kTraceExchanged);
-                    }
+                    };
+                    if (t.split == 2) exchange(Bool<true>{}); else exchange(Bool<false>{});
+                    CG8_MARK(kTraceExchanged);
                 }
 
                 // ------------------------------------------------------------ epilogue
@@ -685,8 +704,10 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     }
                 }
 
-                const bool partial_rows = (kGemmType == kGemmMasked) && (m0 + kBlockM > t.rows);
-                if (!partial_rows) {
+                // Copied out by the math threads: a split tile's column half, and a masked group's last block
+                // (only rows below masked_m may be written); otherwise one TMA store of the whole tile.
+                const bool by_threads = kSplitTile || (kGemmType == kGemmMasked && m0 + kBlockM > t.rows);
+                if (!by_threads) {
                     fence_proxy_async_smem();
                     named_barrier_sync(1, kMathThreads);
                     if (store_thread) {
@@ -696,13 +717,12 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     }
                     CG8_MARK(kTraceStored);
                 } else {
-                    // Masked layout, last block of a group: only rows below masked_m may be written, so copy
-                    // them out with ordinary 16-byte stores instead of a TMA store of the whole box.
                     named_barrier_sync(1, kMathThreads);
-                    const uint32_t valid = t.rows - m0;
-                    constexpr uint32_t kChunks = kBlockN / 8;
+                    const uint32_t valid = min(t.rows - m0, kBlockM);
+                    constexpr uint32_t kChunks = kSplitTile ? kBlockN / 16 : kBlockN / 8;  // 16-byte chunks a row
+                    const uint32_t c0 = kSplitTile ? (t.split - 1) * (kBlockN / 2) : 0u;
                     for (uint32_t idx = threadIdx.x; idx < valid * kChunks; idx += kMathThreads) {
-                        const uint32_t r = idx / kChunks, c = (idx % kChunks) * 8;
+                        const uint32_t r = idx / kChunks, c = c0 + (idx % kChunks) * 8;
                         if (n0 + c < kShapeN) {
                             uint32_t v0, v1, v2, v3;
                             asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"

@@ -52,8 +52,8 @@ __device__ __forceinline__ void mbar_arrive(uint32_t addr) {
 
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) { mbar_arrive(smem_addr(bar)); }
 
-__device__ __forceinline__ void st_shared_v4(uint32_t addr, float a, float b, float c, float d) {
-    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+__device__ __forceinline__ void ld_shared_v4(uint32_t addr, float& a, float& b, float& c, float& d) {
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(a), "=f"(b), "=f"(c), "=f"(d) : "r"(addr) : "memory");
 }
 
 __device__ __forceinline__ float ld_shared_f32(uint32_t addr) {
@@ -177,9 +177,10 @@ __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-// As cluster_sync, for threads that need not be converged within their warp.
-__device__ __forceinline__ void cluster_sync_any() {
-    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+// As cluster_sync, but the arrival orders nothing (no GPU-wide memory barrier): enough to publish barrier
+// initialization, which fence_barrier_init orders on its own.
+__device__ __forceinline__ void cluster_sync_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
 }
 
 // Arrive on the barrier at the same shared-memory offset in CTA `cta` of this cluster. Default
@@ -201,8 +202,12 @@ __device__ __forceinline__ uint32_t map_shared_rank(uint32_t addr, uint32_t cta)
     return r;
 }
 
-__device__ __forceinline__ void ld_shared_cluster_v4(uint32_t addr, float& a, float& b, float& c, float& d) {
-    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(a), "=f"(b), "=f"(c), "=f"(d) : "r"(addr)
+// 16 bytes from registers into CTA-of-the-cluster shared memory (`addr` and `bar` from
+// map_shared_rank); the store counts its bytes on that CTA's barrier `bar` (complete_tx), whose
+// waiters then see the data. Fire and forget: no fence, no round trip.
+__device__ __forceinline__ void st_async_v4(uint32_t addr, float a, float b, float c, float d, uint32_t bar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];"
+                 ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d), "r"(bar)
                  : "memory");
 }
 

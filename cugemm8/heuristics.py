@@ -15,7 +15,10 @@ LAYOUTS = ("normal", "contiguous", "masked")
 GEMM_TYPE_CODE = {"normal": 0, "contiguous": 1, "masked": 2}
 CONTIGUOUS_M_ALIGNMENT = 64      # expert segments start at multiples of this (contiguous layout):
                                  # the kernel reads an expert per 64-row slab, whatever BLOCK_M is
-SPLIT_MIN_K_BLOCKS = 32          # masked: split the last wave only from this many k-blocks (see tail_split_for)
+SPLIT_MIN_K_BLOCKS = 8           # masked: split the last wave only from this many k-blocks. A split tile
+                                 # costs half a tile plus ~1.2 us of exchange (traced, H200); one group of
+                                 # 276 rows at N=7168 went 14.6 -> 14.1 us at K=1024, 21.3 -> 19.1 at
+                                 # K=2048, and 642 rows at 4096x7168 53.5 -> 42.1 (NOTES.md v10)
 WIDE_ROWS = 2048                 # rows per group from which a grouped layout uses 256-row tiles:
                                  # contiguous, the mean per expert (a tile spanning two experts costs
                                  # about one more pass); masked, the expected count (a group's last
@@ -45,7 +48,7 @@ class KernelConfig:
 
     @property
     def smem_bytes(self) -> int:
-        return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups)
+        return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups, self.tail_split)
 
     @property
     def cluster_dims(self) -> int:
@@ -73,31 +76,30 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: int = 0) -> int:
+def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: int = 0,
+               tail_split: bool = False) -> int:
     """Must mirror the layout in cuda_src/fp8_gemm.cuh: the D tile; per stage A, B and A's scales;
     the tile's B scales (every k-block, one or two scale rows, 16-byte rounded); the masked layout's
-    rows and running tile totals per group (16-byte rounded); 2 barriers a stage."""
+    rows and running tile totals per group (16-byte rounded); 2 barriers a stage, and 2 more for the
+    split tail."""
     sb_rows = 1 if 128 % block_n == 0 else 2
     sb = -(-(ceil_div(k, BLOCK_K) * sb_rows * 4) // 16) * 16
     rows = -(-(masked_groups * 8) // 16) * 16
-    return block_m * block_n * 2 + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16) + sb + rows
+    return (block_m * block_n * 2 + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16) + sb + rows
+            + (16 if tail_split else 0))
 
 
-def can_split_tail(block_m: int, block_n: int, stages: int, k: int) -> bool:
-    """What the kernel's split last wave needs: two halves of k-blocks, and room for a tile's FP32
-    partial sums in the stage ring."""
-    return ceil_div(k, BLOCK_K) >= 2 and stages * (block_m + block_n) * BLOCK_K >= block_m * block_n * 4
+def can_split_tail(block_n: int, k: int) -> bool:
+    """What the kernel's split last wave needs: two halves of k-blocks, and column halves of whole
+    8-column fragments (each CTA of the pair stores one)."""
+    return ceil_div(k, BLOCK_K) >= 2 and block_n % 16 == 0
 
 
-def tail_split_for(layout: str, block_m: int, block_n: int, stages: int, k: int) -> bool:
+def tail_split_for(layout: str, block_n: int, k: int) -> bool:
     """Whether the heuristic splits a configuration's last wave (KernelConfig.tail_split): masked layout
-    only (its tile count is only known on the GPU), and K long enough to pay for it. The split tile
-    costs about 4.5 us more than half a tile (measured on an H200: same with its partial-sum exchange
-    left out; the split tile runs a second copy of the tile code), so at K=2048 (16 k-blocks, half a
-    128x128 tile is about 4.5 us) it gained nothing, at K=7168 it saved 9 us of 54
-    (bench/results/split-ab-*.json, NOTES.md v9)."""
-    return (layout == "masked" and ceil_div(k, BLOCK_K) >= SPLIT_MIN_K_BLOCKS
-            and can_split_tail(block_m, block_n, stages, k))
+    only (its tile count is only known on the GPU), and K long enough to pay for it (see
+    SPLIT_MIN_K_BLOCKS)."""
+    return layout == "masked" and ceil_div(k, BLOCK_K) >= SPLIT_MIN_K_BLOCKS and can_split_tail(block_n, k)
 
 
 def swizzle_for(block_n: int) -> int:
@@ -116,10 +118,10 @@ def block_n_candidates(block_m: int) -> list[int]:
     return small if block_m == 256 else small + [144, 160, 192]
 
 
-def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0) -> int:
+def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0, tail_split: bool = False) -> int:
     limit = min(MAX_STAGES, max(1, ceil_div(k, BLOCK_K)))
     for s in range(limit, 0, -1):
-        if smem_bytes(block_m, block_n, s, k, masked_groups) <= SMEM_CAPACITY:
+        if smem_bytes(block_m, block_n, s, k, masked_groups, tail_split) <= SMEM_CAPACITY:
             return s
     return 0
 
@@ -129,11 +131,11 @@ def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, bloc
     """The configuration of one tile shape as the heuristic would build it (most stages that fit, one
     math warpgroup per 64-row tile, the widest output swizzle, the masked split where it pays): for
     sweeps and tools that name a tile themselves."""
-    stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0)
+    tail_split = cluster == 1 and tail_split_for(layout, block_n, k)
+    stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split)
     return KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=block_m, block_n=block_n,
                         stages=stages, num_math_wg=1 if block_m == 64 else 2, swizzle_d=swizzle_for(block_n),
-                        cluster=cluster,
-                        tail_split=cluster == 1 and tail_split_for(layout, block_m, block_n, stages, k))
+                        cluster=cluster, tail_split=tail_split)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -161,7 +163,7 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
         # at the expected rows.
         bm = 256 if m >= WIDE_ROWS else 128
         bn = min(128, ceil_div(n, 16) * 16)
-        stages = _stages(bm, bn, k, num_groups)
+        stages = _stages(bm, bn, k, num_groups, tail_split_for(layout, bn, k))
         tiles = ceil_div(m, bm) * ceil_div(n, bn) * groups
         if tiles >= num_sms and stages >= min(3, ceil_div(k, BLOCK_K)):
             return _plan(layout, n, k, num_groups, bm, bn, stages, tiles, num_sms)
@@ -176,7 +178,7 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
                 # (BLOCK_N <= 128) beat wider single-accumulator ones by 6-20% at M=4096 (dense sweep),
                 # though a wider tile needs fewer waves.
                 continue
-            stages = _stages(bm, bn, k, num_groups if layout == "masked" else 0)
+            stages = _stages(bm, bn, k, num_groups if layout == "masked" else 0, tail_split_for(layout, bn, k))
             if stages < min(3, ceil_div(k, BLOCK_K)):
                 continue
             tiles = ceil_div(m, bm) * ceil_div(n, bn) * groups
@@ -204,7 +206,7 @@ def _plan(layout: str, n: int, k: int, num_groups: int, bm: int, bn: int, stages
     # and a pair advances at the pace of its slower CTA. (KernelConfig.cluster=2 stays available and
     # tested.)
     cluster = 1
-    tail_split = num_sms >= 2 and tail_split_for(layout, bm, bn, stages, k)
+    tail_split = num_sms >= 2 and tail_split_for(layout, bn, k)
     config = KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=bm, block_n=bn,
                           stages=stages, num_math_wg=1 if bm == 64 else 2, swizzle_d=swizzle_for(bn),
                           cluster=cluster, tail_split=tail_split)

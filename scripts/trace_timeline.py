@@ -55,6 +55,8 @@ CASES = [
     Case("masked-276-7168x2048-nosplit", "masked", (276,), 7168, 2048, (128, 128), False),
     Case("masked-642-4096x7168-split", "masked", (642,), 4096, 7168, (128, 128), True),
     Case("masked-642-4096x7168-nosplit", "masked", (642,), 4096, 7168, (128, 128), False),
+    Case("masked-276-7168x1024-split", "masked", (276,), 7168, 1024, (128, 128), True),
+    Case("masked-276-7168x1024-nosplit", "masked", (276,), 7168, 1024, (128, 128), False),
     # One wave of 256x128 against two of 128x128 at DeepGEMM's 1006 rows.
     Case("masked-1006-4096x7168-128", "masked", (1006,), 4096, 7168, (128, 128)),
     Case("masked-1006-4096x7168-256", "masked", (1006,), 4096, 7168, (256, 128)),
@@ -92,7 +94,8 @@ def config_for(case: Case, sms: int):
     else:
         cfg = heuristics.make_config(case.layout, case.n, case.k, groups, *case.tile)
     if case.split is not None:
-        cfg = dataclasses.replace(cfg, tail_split=case.split)
+        stages = heuristics._stages(cfg.block_m, cfg.block_n, cfg.k, cfg.masked_groups, case.split)
+        cfg = dataclasses.replace(cfg, tail_split=case.split, stages=stages)
     return cfg
 
 

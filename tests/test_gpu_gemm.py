@@ -212,7 +212,8 @@ def test_masked_cuda_graph_replay_reads_masked_m_on_device():
 
 # ----------------------------------------------------------------------------- masked: split last wave
 # A last wave that would leave at least half of the CTAs idle is split in k over the two CTAs of a
-# cluster (the first sends its partial sums to the second through distributed shared memory). Run it
+# cluster (each pushes the partial sums of the peer's column half into the peer's shared memory and
+# stores its own half). Run it
 # on small grids, with tile counts that give every case: all tiles split, full waves then a split
 # tail, a tail too large to split, and no tail. Odd k-block counts split unevenly.
 def _split_case(total, grid):
@@ -229,8 +230,8 @@ def test_masked_split_last_wave(bm, bn, k):
     from cugemm8.heuristics import KernelConfig, _stages, can_split_tail, swizzle_for
 
     groups, grid, n = 3, 8, bn
-    stages = _stages(bm, bn, k, groups)
-    assert can_split_tail(bm, bn, stages, k)
+    stages = _stages(bm, bn, k, groups, tail_split=True)
+    assert can_split_tail(bn, k)
     cfg = KernelConfig("masked", n, k, groups, bm, bn, stages, 1 if bm == 64 else 2, swizzle_for(bn),
                        tail_split=True)
     max_m = 8 * bm
