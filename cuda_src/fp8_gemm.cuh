@@ -485,6 +485,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     for (uint32_t i = threadIdx.x; i < kNumKBlocks * kScaleRowsPerTile; i += kMathThreads)
                         smem_sb[i] = __ldg(i < kNumKBlocks ? sb0_ptr + i : sb1_ptr + (i - kNumKBlocks));
                     named_barrier_sync(1, kMathThreads);
+                    CG8_MARK(kTraceStaged);
                     if constexpr (kSplitTile) {
                         if (threadIdx.x == 0) {  // ready to receive: the bytes to expect, then tell the peer
                             mbar_arrive_expect_tx(split_received, kSmemD);

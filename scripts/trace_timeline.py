@@ -31,8 +31,8 @@ import cugemm8  # noqa: E402
 from cugemm8 import heuristics, kernels, runtime  # noqa: E402
 
 # Event tags: keep in step with cuda_src/trace.cuh.
-START, SET_UP, TILE, MAIN_DONE, EXCHANGED, STORED, LOOP, LOADS, LOADS_DONE, END = 1, 2, 10, 11, 12, 13, 14, 20, 21, 30
-TRACE_CTAS, TRACE_SLOTS = 264, 256   # kTraceCtas, kTraceSlots
+START, SET_UP, TILE, MAIN_DONE, EXCHANGED, STORED, LOOP, STAGED, LOADS, LOADS_DONE, END = 1, 2, 10, 11, 12, 13, 14, 15, 20, 21, 30
+TRACE_CTAS, TRACE_SLOTS = 264, 512   # kTraceCtas, kTraceSlots (cuda_src/trace.cuh)
 FLUSH_BYTES = 1 << 30
 MASKED_MAX_M = 4096
 
@@ -121,7 +121,7 @@ def read_trace(kern) -> np.ndarray:
     ptr, size = runtime._check(cu.cuModuleGetGlobal(kern.module, b"cg8_trace"), "cuModuleGetGlobal(cg8_trace)")
     host = np.empty(size // 8, dtype=np.uint64)
     cupy.cuda.runtime.memcpy(host.ctypes.data, int(ptr), size, cupy.cuda.runtime.memcpyDeviceToHost)
-    return host.reshape(2, TRACE_CTAS, TRACE_SLOTS, 4)  # [role, cta, slot, (tag, info, ns, clk)]
+    return host.reshape(3, TRACE_CTAS, TRACE_SLOTS, 4)  # [role, cta, slot, (tag, info, ns, clk)]
 
 
 def clear_trace(kern) -> None:
@@ -132,6 +132,14 @@ def clear_trace(kern) -> None:
 def summarize(ev: np.ndarray, grid: int) -> dict:
     """ev: [role, cta, slot, (tag, info, ns, clk)]; times in us from the first CTA's start."""
     t0 = min(int(ev[r, c, 0, 2]) for r in range(2) for c in range(grid) if ev[r, c, 0, 0] == START)
+    # The second math warpgroup against the first, tile by tile: when each began and ended its main loop.
+    skew_start, skew_done = [], []
+    for c in range(grid):
+        w0 = [(int(e[0]), int(e[2])) for e in ev[0, c] if e[0] in (TILE, MAIN_DONE)]
+        w1 = [(int(e[0]), int(e[2])) for e in ev[2, c] if e[0] in (TILE, MAIN_DONE)]
+        for (tag0, ns0), (tag1, ns1) in zip(w0, w1):
+            if tag0 == tag1:
+                (skew_start if tag0 == TILE else skew_done).append((ns1 - ns0) * 1e-3)
     tiles, gaps, clocks, ends, starts, set_up, leads = [], [], [], [], [], [], []
     for c in range(grid):
         math = [e for e in ev[0, c] if e[0] != 0]
@@ -152,11 +160,12 @@ def summarize(ev: np.ndarray, grid: int) -> dict:
             stop = heads[n_tile + 1] if n_tile + 1 < len(heads) else len(tags)
             at = {}
             for j in range(i + 1, stop):   # the first of each (a tile of several passes has several LOOPs)
-                if tags[j] in (LOOP, MAIN_DONE, EXCHANGED, STORED):
+                if tags[j] in (STAGED, LOOP, MAIN_DONE, EXCHANGED, STORED):
                     at.setdefault(tags[j], ns[j])
             rec = {"cta": c, "half": int(math[i][1]) >> 30, "start": ns[i],
                    "main": at[MAIN_DONE] - ns[i] if MAIN_DONE in at else None,
                    "prologue": at[LOOP] - ns[i] if LOOP in at else None,
+                   "staging": at[STAGED] - ns[i] if STAGED in at else None,
                    "loop": at[MAIN_DONE] - at[LOOP] if LOOP in at and MAIN_DONE in at else None,
                    "epilogue": at[STORED] - at.get(EXCHANGED, at[MAIN_DONE]) if STORED in at and MAIN_DONE in at else None,
                    "exchange": at[EXCHANGED] - at[MAIN_DONE] if EXCHANGED in at and MAIN_DONE in at else None,
@@ -185,6 +194,7 @@ def summarize(ev: np.ndarray, grid: int) -> dict:
         "tile_us": stats([t["total"] for t in normal]),
         "tile_main_us": stats([t["main"] for t in normal]),
         "tile_prologue_us": stats([t["prologue"] for t in normal]),
+        "tile_staging_us": stats([t["staging"] for t in normal]),
         "tile_loop_us": stats([t["loop"] for t in normal]),
         "tile_epilogue_us": stats([t["epilogue"] for t in normal]),
         "tile_gap_us": stats(gaps),
@@ -197,6 +207,8 @@ def summarize(ev: np.ndarray, grid: int) -> dict:
         "split_exchange_us": stats([t["exchange"] for t in first + second]),
         "split_end_us": stats([t["end"] for t in second]),
         "end_us": stats(ends),
+        "wg1_minus_wg0_tile_start_us": stats(skew_start),
+        "wg1_minus_wg0_main_done_us": stats(skew_done),
         "sm_ghz": stats(clocks),
     }
 

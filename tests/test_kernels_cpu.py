@@ -22,6 +22,10 @@ CONTIGUOUS_EXPLICIT = [heuristics.KernelConfig("contiguous", n, 384, 5, bm, bn, 
                                                1 if bm == 64 else 2, heuristics.swizzle_for(bn))
                        for bm, bn, n in ((256, 128, 256), (128, 128, 256), (64, 64, 256), (128, 160, 320))]
 
+SPLIT_EXPLICIT = [heuristics.KernelConfig("masked", bn, k, 3, bm, bn, heuristics._stages(bm, bn, k, 3, True),
+                                          1 if bm == 64 else 2, heuristics.swizzle_for(bn), tail_split=True)
+                  for bm, bn, k in ((128, 128, 1024), (256, 128, 384), (64, 64, 256), (128, 144, 640))]
+
 
 def picked_configs():
     configs = set()
@@ -41,6 +45,9 @@ def picked_configs():
                                         heuristics.swizzle_for(128), cluster=2))
     # Contiguous tiles of every height over 64-row expert segments (tests/test_gpu_gemm.py).
     for cfg in CONTIGUOUS_EXPLICIT:
+        configs.add(cfg)
+    # The masked split last wave at every tile height (tests/test_gpu_gemm.py::test_masked_split_last_wave).
+    for cfg in SPLIT_EXPLICIT:
         configs.add(cfg)
     return sorted(configs, key=repr)
 
@@ -68,6 +75,19 @@ def test_config_compiles_with_expected_sass(cfg, compiled):
     usage = sass.resource_usage(cubin)
     kern = usage[kernels.KERNEL_NAME]
     assert kern["STACK"] == 0 and kern.get("LOCAL", 0) == 0
+    # The split tail's exchange: asynchronous stores into the peer CTA, and no GPU-wide memory barrier
+    # (a cluster-scope release compiles to MEMBAR.ALL.GPU: 2.6 us per exchange, NOTES.md v10).
+    assert ("STAS" in names) == cfg.tail_split, "st.async exactly in split-capable kernels"
+    assert not (cfg.tail_split and "MEMBAR.ALL.GPU" in text), "GPU-wide memory barrier in a split kernel"
+
+
+def test_trace_build_only_when_asked():
+    """scripts/trace_timeline.py's instrumented build (CG8_TRACE) compiles, and without it the library's
+    kernel carries no trace code."""
+    cfg = heuristics.choose("masked", 256, 4096, 7168, 4, 132).config
+    plain = sass.disassemble(jit.compile_cubin(kernels.render(cfg)))
+    traced = sass.disassemble(jit.compile_cubin("#define CG8_TRACE 1\n" + kernels.render(cfg)))
+    assert "SR_GLOBALTIMER" not in plain and "SR_GLOBALTIMER" in traced
 
 
 def test_heuristic_picks_known_good_tiles():
