@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 from cuda.bindings import driver as cu  # noqa: E402
 
 import cugemm8  # noqa: E402
-from cugemm8 import heuristics, kernels, runtime  # noqa: E402
+from cugemm8 import heuristics, jit, kernels, runtime  # noqa: E402
 
 # Event tags: keep in step with cuda_src/trace.cuh.
 START, SET_UP, TILE, MAIN_DONE, EXCHANGED, STORED, LOOP, STAGED, LOADS, LOADS_DONE, END = 1, 2, 10, 11, 12, 13, 14, 15, 20, 21, 30
@@ -219,10 +219,15 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=3, help="traced calls per case (each flushed; all kept)")
     ap.add_argument("--reps", type=int, default=20, help="untraced timed calls per case")
     ap.add_argument("--out", default="trace-out")
+    ap.add_argument("--cuda-src", help="build from this copy of cuda_src/ (to trace a variant of the kernel)")
     ap.add_argument("--stress", type=int, default=0,
                     help="instead: time this many back-to-back flushed calls of each case, untraced "
                          "(for watching the clocks under sustained load, e.g. with nvidia-smi -lms)")
     args = ap.parse_args()
+    if args.cuda_src:
+        from pathlib import Path
+        jit.source_dir = lambda: Path(args.cuda_src).resolve()   # read by default_options and the cache key
+        jit._sources_digest.cache_clear()
     os.makedirs(args.out, exist_ok=True)
     sms = cugemm8.get_num_sms()
     flush = cupy.empty(FLUSH_BYTES, dtype=cupy.uint8)
