@@ -41,6 +41,12 @@ DIFF_LIMIT = 1e-3               # calc_diff against the unquantized product
 SEED = 20261122
 MASKED_MAX_M = 4096
 WARMUP_CALLS = 3
+# Idle time before each shape is timed. The GPU runs these kernels power-capped, and sustained load
+# lowers the clock a further step (about 11% after ~50 ms of back-to-back 1.4 ms GEMMs; NOTES.md
+# v10): without a pause, a shape's numbers depend on what ran before it (the first masked shape, after
+# the contiguous ones, read ~15% slow). Within a shape the implementations alternate sample by sample,
+# so they share whatever clock state there is.
+SETTLE_S = 1.0
 OVERHEAD_SHAPE = (64, 2112, 7168)
 OVERHEAD_CALLS = 2000
 OVERHEAD_WARMUP = 100
@@ -379,8 +385,11 @@ def check_candidates(env: Env, cands: list[Candidate]) -> tuple[dict, dict]:
 
 
 def time_interleaved(env: Env, fns: dict, reps: int) -> dict[str, list[float]]:
-    """Seconds per call: flush, event, call, event; the implementations alternate within every rep."""
+    """Seconds per call: flush, event, call, event; the implementations alternate within every rep.
+    Starts from an idle GPU (SETTLE_S)."""
     cp = env.cp
+    env.sync()
+    time.sleep(SETTLE_S)
     for fn in fns.values():
         for _ in range(WARMUP_CALLS):
             fn()
@@ -920,7 +929,8 @@ def run_info(env: Env, args) -> dict:
             "utc_start": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "reps": args.reps, "quick": args.quick, "sections": args.sections, "peers": env.peers_note,
             "protocol": {"flush_bytes": FLUSH_BYTES, "statistic": "median", "diff_limit": DIFF_LIMIT,
-                         "warmup_calls": WARMUP_CALLS, "seed": SEED, "timer": "CUDA events around one call",
+                         "warmup_calls": WARMUP_CALLS, "settle_s": SETTLE_S, "seed": SEED,
+                         "timer": "CUDA events around one call",
                          "cugemm8_call": "pre-aligned a_scale (get_col_major_tma_aligned_tensor), out= preallocated"},
             "anchors": {"gpu": ANCHOR_GPU, "source": "shared/reference/anchors/h200-2026-11-22.json"},
             "smi_driver": nvidia_smi("driver_version"), "git": git_info()}
