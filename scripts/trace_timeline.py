@@ -75,7 +75,6 @@ def _render_traced(cfg):
     return ("#define CG8_TRACE 1\n" if _trace_on else "") + _render(cfg)
 
 
-kernels.render = _render_traced   # kernels.build looks render up at call time
 
 
 def set_trace(on: bool) -> None:
@@ -213,6 +212,17 @@ def summarize(ev: np.ndarray, grid: int) -> dict:
     }
 
 
+def flushed_call_us(run, flush, events) -> float:
+    """One call after an L2 flush, timed with CUDA events (us)."""
+    start, end = events
+    flush.data.memset_async(0, FLUSH_BYTES)
+    start.record()
+    run()
+    end.record()
+    end.synchronize()
+    return cupy.cuda.get_elapsed_time(start, end) * 1e3
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--case", action="append", help="case names (default: all)")
@@ -224,6 +234,7 @@ def main() -> None:
                     help="instead: time this many back-to-back flushed calls of each case, untraced "
                          "(for watching the clocks under sustained load, e.g. with nvidia-smi -lms)")
     args = ap.parse_args()
+    kernels.render = _render_traced   # kernels.build looks render up at call time
     if args.cuda_src:
         from pathlib import Path
         jit.source_dir = lambda: Path(args.cuda_src).resolve()   # read by default_options and the cache key
@@ -258,16 +269,8 @@ def main() -> None:
         run = runtime.bind(cfg, a, sa, b, sb, out, layout=layout, grid=grid)
         for _ in range(3):
             run()
-        times = []
-        e0, e1 = cupy.cuda.Event(), cupy.cuda.Event()
-        for _ in range(args.reps):
-            flush.data.memset_async(0, FLUSH_BYTES)
-            e0.record()
-            run()
-            e1.record()
-            e1.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(e0, e1) * 1e3)
-        res["untraced_us"] = statistics.median(times)
+        events = (cupy.cuda.Event(), cupy.cuda.Event())
+        res["untraced_us"] = statistics.median(flushed_call_us(run, flush, events) for _ in range(args.reps))
         # Traced calls.
         set_trace(True)
         run = runtime.bind(cfg, a, sa, b, sb, out, layout=layout, grid=grid)
@@ -278,12 +281,7 @@ def main() -> None:
         raw, traced = [], []
         for _ in range(args.calls):
             clear_trace(kern)
-            flush.data.memset_async(0, FLUSH_BYTES)
-            e0.record()
-            run()
-            e1.record()
-            e1.synchronize()
-            traced.append(cupy.cuda.get_elapsed_time(e0, e1) * 1e3)
+            traced.append(flushed_call_us(run, flush, events))
             raw.append(read_trace(kern)[:, :res["grid"]])
         res["traced_us"] = traced
         res["calls"] = [summarize(ev, res["grid"]) for ev in raw]
