@@ -29,11 +29,11 @@ from cuda.bindings import driver as cu  # noqa: E402
 
 import cugemm8  # noqa: E402
 from cugemm8 import heuristics, jit, kernels, runtime  # noqa: E402
+from tune_grouped import Timer, provenance  # noqa: E402  (scripts/: the sweeps' timing protocol)
 
 # Event tags: keep in step with cuda_src/trace.cuh.
 START, SET_UP, TILE, MAIN_DONE, EXCHANGED, STORED, LOOP, STAGED, LOADS, LOADS_DONE, END = 1, 2, 10, 11, 12, 13, 14, 15, 20, 21, 30
 TRACE_CTAS, TRACE_SLOTS = 264, 512   # kTraceCtas, kTraceSlots (cuda_src/trace.cuh)
-FLUSH_BYTES = 1 << 30
 MASKED_MAX_M = 4096
 
 
@@ -212,17 +212,6 @@ def summarize(ev: np.ndarray, grid: int) -> dict:
     }
 
 
-def flushed_call_us(run, flush, events) -> float:
-    """One call after an L2 flush, timed with CUDA events (us)."""
-    start, end = events
-    flush.data.memset_async(0, FLUSH_BYTES)
-    start.record()
-    run()
-    end.record()
-    end.synchronize()
-    return cupy.cuda.get_elapsed_time(start, end) * 1e3
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--case", action="append", help="case names (default: all)")
@@ -241,9 +230,9 @@ def main() -> None:
         jit._sources_digest.cache_clear()
     os.makedirs(args.out, exist_ok=True)
     sms = cugemm8.get_num_sms()
-    flush = cupy.empty(FLUSH_BYTES, dtype=cupy.uint8)
+    timer = Timer(args.reps)
     cases = [c for c in CASES if not args.case or c.name in args.case]
-    summary = {"gpu": runtime.device_properties(cupy.cuda.runtime.getDevice()), "cases": {}}
+    summary = {"gpu": runtime.device_properties(cupy.cuda.runtime.getDevice()), **provenance(), "cases": {}}
     for case in cases:
         cfg = config_for(case, sms)
         a, sa, b, sb, out, layout = make_inputs(case)
@@ -255,7 +244,7 @@ def main() -> None:
             run()
             evs = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(args.stress)]
             for e0, e1 in evs:
-                flush.data.memset_async(0, FLUSH_BYTES)
+                timer.flush.fill(0)
                 e0.record()
                 run()
                 e1.record()
@@ -269,8 +258,7 @@ def main() -> None:
         run = runtime.bind(cfg, a, sa, b, sb, out, layout=layout, grid=grid)
         for _ in range(3):
             run()
-        events = (cupy.cuda.Event(), cupy.cuda.Event())
-        res["untraced_us"] = statistics.median(flushed_call_us(run, flush, events) for _ in range(args.reps))
+        res["untraced_us"] = timer(run)
         # Traced calls.
         set_trace(True)
         run = runtime.bind(cfg, a, sa, b, sb, out, layout=layout, grid=grid)
@@ -281,7 +269,7 @@ def main() -> None:
         raw, traced = [], []
         for _ in range(args.calls):
             clear_trace(kern)
-            traced.append(flushed_call_us(run, flush, events))
+            traced.append(timer.one(run))
             raw.append(read_trace(kern)[:, :res["grid"]])
         res["traced_us"] = traced
         res["calls"] = [summarize(ev, res["grid"]) for ev in raw]

@@ -24,6 +24,7 @@ jit.build compiles under one process-wide lock, so threads would compile one at 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import multiprocessing
 import os
@@ -186,15 +187,26 @@ class Timer:
         self.start, self.end = cupy.cuda.Event(), cupy.cuda.Event()
 
     def __call__(self, fn) -> float:
-        times = []
-        for _ in range(self.reps):
-            self.flush.fill(0)
-            self.start.record()
-            fn()
-            self.end.record()
-            self.end.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(self.start, self.end) * 1e3)
-        return statistics.median(times)
+        return statistics.median(self.one(fn) for _ in range(self.reps))
+
+    def one(self, fn) -> float:
+        """One sample (µs)."""
+        self.flush.fill(0)
+        self.start.record()
+        fn()
+        self.end.record()
+        self.end.synchronize()
+        return cupy.cuda.get_elapsed_time(self.start, self.end) * 1e3
+
+
+def provenance() -> dict:
+    """What a sweep's JSON needs to be read later: when, the driver and CUDA versions, the libraries, the
+    commit."""
+    return {"utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "driver_api_version": cupy.cuda.runtime.driverGetVersion(),
+            "cuda_runtime_version": cupy.cuda.runtime.runtimeGetVersion(),
+            "nvrtc": ".".join(map(str, jit.nvrtc_version())), "cupy": cupy.__version__,
+            "cuda_bindings": bench.package_version("cuda-bindings"), "git": bench.git_info()}
 
 
 def f32(x):
@@ -448,7 +460,7 @@ def main() -> None:
     for cfg, err in sorted(errors.items(), key=lambda kv: repr(kv[0]))[:3]:   # the first few logs
         print(f"  {cfg}:\n    " + "\n    ".join(err.splitlines()[:6]), flush=True)
 
-    info = {"reps": args.reps, "quick": args.quick, "sms": sms, "contiguous_alignment": align,
+    info = {**provenance(), "reps": args.reps, "quick": args.quick, "sms": sms, "contiguous_alignment": align,
             "masked_max_m": MASKED_MAX_M, "seed": SEED, "rtol": RTOL, "atol": ATOL, "compile_s": compile_s,
             "configs_compiled": len(todo | extra), "compile_errors": len(errors),
             "timer": "1 GiB fill, CUDA events around one call, median",

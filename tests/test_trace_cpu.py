@@ -10,7 +10,10 @@ pytest.importorskip("cupy")
 
 
 def _trace_module():
-    path = Path(__file__).resolve().parents[1] / "scripts" / "trace_timeline.py"
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    if str(scripts) not in sys.path:
+        sys.path.insert(0, str(scripts))   # it imports the sweeps' timer from scripts/tune_grouped.py
+    path = scripts / "trace_timeline.py"
     spec = importlib.util.spec_from_file_location("trace_timeline", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module   # its dataclass resolves annotations through sys.modules
