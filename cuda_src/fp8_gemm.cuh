@@ -444,6 +444,11 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         const uint32_t smem_b_addr = shared(smem_b);
         const uint32_t smem_d_addr = shared(smem_d);
         const bool store_thread = (wg == 0 && tid < kNumAtoms);
+        // The warpgroup index in a form ptxas knows to be warp-uniform, for the A descriptors: they then
+        // stay on the uniform datapath instead of being formed per thread and moved over by R2UR before
+        // each wgmma (H200: 2-4% faster at 256x128 and 128x128). BLOCK_N > 128 keeps the per-thread
+        // form: 128x192 measured 9-10% slower with it, in two runs (cause not found; NOTES.md v11).
+        const uint32_t wg_mma = kBlockN <= 128 ? __shfl_sync(~0u, wg, 0) : wg;
 
         // One tile: main loop and epilogue. fetch_next() runs once, after the first pass's barrier
         // (or before the epilogue of a tile without passes): global loads still in flight at a
@@ -521,7 +526,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
 #pragma unroll
                         for (uint32_t i = 0; i < kBlockN / 2; ++i) fence_operand(d[i]);
                         wgmma_fence();
-                        const uint32_t a_base = smem_a_addr + stage * kSmemA + (wg * kWaves + w) * 64 * kBlockK;
+                        const uint32_t a_base = smem_a_addr + stage * kSmemA + (wg_mma * kWaves + w) * 64 * kBlockK;
                         const uint32_t b_base = smem_b_addr + stage * kSmemB;
 #pragma unroll
                         for (uint32_t k = 0; k < kBlockK / 32; ++k)

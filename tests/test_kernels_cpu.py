@@ -183,3 +183,14 @@ def test_grouped_main_loop_stays_on_the_uniform_datapath(layout, groups, bm, bn)
     assert count(grouped, "S2UR") == 0, "shared-memory base re-derived inside the main loop"
     assert count(grouped, "R2UR") <= count(normal, "R2UR") + 2, (count(grouped, "R2UR"), count(normal, "R2UR"))
     assert len(grouped) <= len(normal) + 16, (len(grouped), len(normal))
+
+
+@pytest.mark.parametrize("layout,groups,bm,bn", [
+    ("normal", 1, 256, 128), ("normal", 1, 128, 128), ("normal", 1, 128, 64), ("masked", 1, 128, 128),
+    ("contiguous", 4, 256, 128)])
+def test_two_warpgroup_main_loop_has_no_r2ur(layout, groups, bm, bn):
+    """With two math warpgroups and BLOCK_N <= 128, every wgmma descriptor is formed on the uniform
+    datapath: the warpgroup's A-slab offset comes from a value ptxas knows to be warp-uniform. Formed per
+    thread, each A descriptor took an R2UR before its wgmma, 2-4% slower on an H200 (NOTES.md v11)."""
+    ops = main_loop(layout, groups, bm, bn)
+    assert not [op for op in ops if op.startswith("R2UR")]
