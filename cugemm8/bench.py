@@ -8,7 +8,9 @@ implementation's answer is checked (calc_diff against the unquantized product, c
 before it is timed; every timed call follows a 1 GiB memset (L2 flush, which also hides host overhead)
 and sits between two CUDA events; the median over --reps calls is quoted. cuBLASLt peers (through
 torch, when it is importable and sees the GPU) run in the same loop, alternating with cugemm8, on the
-same FP8 bytes (DLPack, zero-copy). Results go to <out>/<gpu>-<UTC time>.json and a PNG next to it.
+same FP8 bytes (DLPack, zero-copy). So does DeepGEMM when `deep_gemm` is importable (an optional peer,
+never a dependency: the API of the public repository at 8dfa329, which the H200 anchors were measured
+with). Results go to <out>/<gpu>-<UTC time>.json and a PNG next to it.
 
 Importing this module needs neither a GPU, CuPy nor torch: those are imported inside functions.
 """
@@ -206,6 +208,7 @@ class Env:
         self.is_anchor_gpu = (name.decode() if isinstance(name, bytes) else str(name)) == ANCHOR_GPU
         self.rng = cp.random.default_rng(SEED)
         self.peers, self.peers_note = (None, "disabled (--no-peers)") if args.no_peers else load_peers(self.stream.ptr)
+        self.deepgemm, self.deepgemm_note = load_deepgemm(self.peers)
 
     def flush(self) -> None:
         self.flush_buf.data.memset_async(0, FLUSH_BYTES)
@@ -318,6 +321,76 @@ class TorchPeers:
     def to_cupy_f32(self, cp, y):
         with self.torch.cuda.stream(self.ext):
             return cp.from_dlpack(y.float())
+
+
+class DeepGemmPeer:
+    """DeepGEMM's FP8 GEMMs (the 8dfa329 API) on the benchmark's stream, on cugemm8's FP8 bytes. Scales
+    are brought to DeepGEMM's TMA-aligned layout once, outside the timed call (as cugemm8's are), so
+    that its own layout check finds nothing to do when timed. Each method returns (call, output)."""
+
+    FUNCTIONS = ("gemm_fp8_fp8_bf16_nt", "m_grouped_gemm_fp8_fp8_bf16_nt_contiguous",
+                 "m_grouped_gemm_fp8_fp8_bf16_nt_masked", "get_col_major_tma_aligned_tensor")
+
+    def __init__(self, dg, peers: TorchPeers):
+        self.dg, self.peers, self.torch = dg, peers, peers.torch
+
+    def _operands(self, a, a_scale, b, b_scale):
+        torch, p = self.torch, self.peers
+        with torch.cuda.stream(p.ext):
+            sa = self.dg.get_col_major_tma_aligned_tensor(torch.from_dlpack(a_scale).contiguous())
+            return (p._fp8(a), sa), (p._fp8(b), torch.from_dlpack(b_scale).contiguous())
+
+    def _out(self, shape):
+        with self.torch.cuda.stream(self.peers.ext):
+            return self.torch.empty(shape, device="cuda", dtype=self.torch.bfloat16)
+
+    def dense(self, a, a_scale, b, b_scale):
+        lhs, rhs = self._operands(a, a_scale, b, b_scale)
+        out = self._out((a.shape[0], b.shape[0]))
+        return self.peers._on_stream(lambda: self.dg.gemm_fp8_fp8_bf16_nt(lhs, rhs, out)), out
+
+    def contiguous(self, a, a_scale, b, b_scale, m_indices):
+        lhs, rhs = self._operands(a, a_scale, b, b_scale)
+        idx = self.torch.from_dlpack(m_indices)
+        out = self._out((a.shape[0], b.shape[1]))
+        return self.peers._on_stream(
+            lambda: self.dg.m_grouped_gemm_fp8_fp8_bf16_nt_contiguous(lhs, rhs, out, idx)), out
+
+    def masked(self, a, a_scale, b, b_scale, masked_m, expected_m: int):
+        lhs, rhs = self._operands(a, a_scale, b, b_scale)
+        mm = self.torch.from_dlpack(masked_m)
+        out = self._out((a.shape[0], a.shape[1], b.shape[1]))
+        return self.peers._on_stream(
+            lambda: self.dg.m_grouped_gemm_fp8_fp8_bf16_nt_masked(lhs, rhs, out, mm, expected_m)), out
+
+
+def load_deepgemm(peers):
+    """(DeepGemmPeer, note); None and the reason when deep_gemm (or torch, which it needs) is unavailable."""
+    if peers is None:
+        return None, "needs torch"
+    try:
+        dg = importlib.import_module("deep_gemm")
+    except Exception as exc:
+        return None, f"deep_gemm not importable: {type(exc).__name__}: {str(exc)[:200]}"
+    missing = [f for f in DeepGemmPeer.FUNCTIONS if not hasattr(dg, f)]
+    if missing:
+        return None, f"deep_gemm at {getattr(dg, '__file__', '?')} lacks the 8dfa329 API ({', '.join(missing)})"
+    return DeepGemmPeer(dg, peers), f"deep_gemm from {os.path.dirname(getattr(dg, '__file__', '?'))}"
+
+
+def deepgemm_candidate(env: Env, name: str, make, diff_of) -> list[Candidate]:
+    """DeepGEMM in the same timing loop (none without it); its call and output are built lazily, inside
+    the check, so that a failure is reported as the peer's."""
+    if env.deepgemm is None:
+        return []
+    state = {}
+
+    def check():
+        state["run"], out = make(env.deepgemm)
+        state["run"]()
+        return diff_of(env.peers.to_cupy_f32(env.cp, out)) if diff_of else None
+
+    return [Candidate(name, lambda: state["run"](), check)]
 
 
 # ----------------------------------------------------------------------------- checking and timing
@@ -449,6 +522,7 @@ def finish_row(row: dict, entries: dict) -> dict:
     row["ratio_blockwise"] = ratio(entries.get("cublaslt_blockwise", {}).get("median_s"), t)
     row["ratio_per_tensor"] = ratio(entries.get("cublaslt_per_tensor", {}).get("median_s"), t)
     row["vs_deepgemm_h200"] = ratio(cg.get("tflops") if t else None, row["deepgemm_h200_tflops"])
+    row["ratio_deepgemm"] = ratio(entries.get("deepgemm", {}).get("median_s"), t)  # same run, same rows
     return row
 
 
@@ -467,6 +541,7 @@ def bench_dense_shape(env: Env, shape: Shape, reps: int) -> dict:
 
     cands = [cugemm8_candidate(env, lambda **kw: cg.matmul(a, sa_tma, b, sb, **kw), diff_of)]
     cands += peer_candidates(env, a, sa, b, sb, diff_of)
+    cands += deepgemm_candidate(env, "deepgemm", lambda dg: dg.dense(a, sa, b, sb), diff_of)
     entries = measure(env, cands, reps, gemm_flops(m, n, k), gemm_bytes(m, n, k))
     return finish_row(row, entries)
 
@@ -478,7 +553,7 @@ def bench_contiguous_shape(env: Env, shape: Shape, reps: int) -> dict:
     idx, seg = contiguous_m_indices(g, m, align)
     row = {**base_row(shape), **env.plan("contiguous", g * seg, n, k, g), "segment_rows": seg, "valid_rows": g * m}
     x, w = env.randn((g * seg, k)), env.randn((g, n, k))
-    a, _, sa_tma, row["a_scale_layout"] = quantize_a(env, x)
+    a, sa, sa_tma, row["a_scale_layout"] = quantize_a(env, x)
     b, sb = quantize_b(env, w)
     refs = [x[i * seg:i * seg + m] @ w[i].T for i in range(g)]
     del x, w
@@ -491,7 +566,8 @@ def bench_contiguous_shape(env: Env, shape: Shape, reps: int) -> dict:
     # The dense kernel on the same total M, N, K (all rows against expert 0's weights), timed alongside.
     dense_out = cp.empty((g * seg, n), dtype=cg.api.BF16)
     dense = Candidate("dense_same_mnk", lambda: cg.matmul(a, sa_tma, b[0], sb[0], out=dense_out), lambda: None)
-    entries = measure(env, [cugemm8_candidate(env, call, diff_of), dense], reps,
+    dg = deepgemm_candidate(env, "deepgemm", lambda dg: dg.contiguous(a, sa, b, sb, m_indices), diff_of)
+    entries = measure(env, [cugemm8_candidate(env, call, diff_of), dense] + dg, reps,
                       gemm_flops(g * m, n, k), gemm_bytes(g * m, n, k, g))
     row = finish_row(row, entries)
     row["dense_time_over_contiguous"] = ratio(entries.get("dense_same_mnk", {}).get("median_s"),
@@ -527,12 +603,15 @@ def bench_masked_shape(env: Env, shape: Shape, reps: int) -> dict:
                                                                             out=out_masked), lambda: None)
     dense = Candidate("dense_one_group", lambda: cg.matmul(a0, sa0, b[0], sb[0], out=out_dense), lambda: None)
     cands = [cugemm8_candidate(env, call, diff_of), one, dense]
+    cands += deepgemm_candidate(env, "deepgemm", lambda dg: dg.masked(a, _, b, sb, masked_m, shape.m), diff_of)
     anchor_rows = DEEPGEMM_H200_MASKED_ROWS.get(shape)
     if anchor_rows:
         at_anchor = rescale_rows(mm, anchor_rows)
         anchor_m = cp.asarray(np.array(at_anchor, dtype=np.int32))
         cands.append(Candidate("masked_at_anchor_rows", lambda: cg.m_grouped_matmul_masked(
             a, sa_tma, b, sb, anchor_m, shape.m, out=out_masked), lambda: None))
+        cands += deepgemm_candidate(env, "deepgemm_at_anchor_rows",
+                                    lambda dg: dg.masked(a, _, b, sb, anchor_m, shape.m), None)
     entries = measure(env, cands, reps, gemm_flops(valid, n, k), gemm_bytes(valid, n, k, g))
     row = finish_row(row, entries)
     at = entries.get("masked_at_anchor_rows", {}).get("median_s")
@@ -541,6 +620,7 @@ def bench_masked_shape(env: Env, shape: Shape, reps: int) -> dict:
         row["tflops_at_anchor_rows"] = gemm_flops(anchor_rows, n, k) / at / 1e12
         if row.get("deepgemm_h200_tflops"):
             row["vs_deepgemm_h200_at_anchor_rows"] = row["tflops_at_anchor_rows"] / row["deepgemm_h200_tflops"]
+        row["ratio_deepgemm_at_anchor_rows"] = ratio(entries.get("deepgemm_at_anchor_rows", {}).get("median_s"), at)
     row["one_group_rows"] = rows0
     row["masked_one_group_over_dense"] = ratio(entries.get("masked_one_group", {}).get("median_s"),
                                                entries.get("dense_one_group", {}).get("median_s"))
@@ -790,6 +870,8 @@ def row_text(row: dict, dense: bool) -> str:
         line += (f" | {fmt(us(bw), '.1f')} {fmt(row['ratio_blockwise'], '.2f', 6)}"
                  f" | {fmt(us(pt), '.1f')} {fmt(row['ratio_per_tensor'], '.2f', 6)}")
     line += f" | {fmt(row['deepgemm_h200_tflops'], '.0f')} {fmt(row['vs_deepgemm_h200'], '.2f', 6)}"
+    if row.get("ratio_deepgemm") is not None:
+        line += f" | DeepGEMM {fmt(us(res['deepgemm']), '.1f')} µs, DG/cg {row['ratio_deepgemm']:.2f}"
     if row.get("dense_time_over_contiguous") is not None:
         line += f" | dense same MNK {fmt(us(res['dense_same_mnk']), '.1f')} µs, contiguous/dense TFLOPS " \
                 f"{row['dense_time_over_contiguous']:.2f}"
@@ -799,8 +881,12 @@ def row_text(row: dict, dense: bool) -> str:
     if row.get("vs_deepgemm_h200_at_anchor_rows") is not None:
         line += f" | at DG's {sum(row['anchor_masked_m'])} rows: {row['tflops_at_anchor_rows']:.0f} TFLOPS, " \
                 f"cg/DG {row['vs_deepgemm_h200_at_anchor_rows']:.2f}"
+        if row.get("ratio_deepgemm_at_anchor_rows") is not None:
+            line += f", DeepGEMM same run {fmt(us(res['deepgemm_at_anchor_rows']), '.1f')} µs, " \
+                    f"DG/cg {row['ratio_deepgemm_at_anchor_rows']:.2f}"
     notes = [f"{name}:{status_text(e)}" for name, e in res.items() if status_text(e) and name not in
-             ("dense_same_mnk", "masked_one_group", "dense_one_group", "masked_at_anchor_rows")]
+             ("dense_same_mnk", "masked_one_group", "dense_one_group", "masked_at_anchor_rows",
+              "deepgemm_at_anchor_rows")]
     return line + ("  " + "; ".join(notes) if notes else "")
 
 
@@ -830,6 +916,8 @@ def table_summary(rows: list[dict]) -> dict:
     pt = [r["ratio_per_tensor"] for r in ok if r["ratio_per_tensor"]]
     dg = [r["vs_deepgemm_h200"] for r in ok if r["vs_deepgemm_h200"]]
     dg_rows = [r["vs_deepgemm_h200_at_anchor_rows"] for r in ok if r.get("vs_deepgemm_h200_at_anchor_rows")]
+    live = [r["ratio_deepgemm"] for r in ok if r.get("ratio_deepgemm")]
+    slowest = min((r for r in ok if r.get("ratio_deepgemm")), key=lambda r: r["ratio_deepgemm"], default=None)
     worst = min((r for r in ok if r["ratio_blockwise"]), key=lambda r: r["ratio_blockwise"], default=None)
     bad = [row_label(r) for r in rows if "error" in r or r.get("results", {}).get("cugemm8", {}).get("status") != "ok"]
     return {"geomean_blockwise_over_cugemm8": geomean(bw), "geomean_per_tensor_over_cugemm8": geomean(pt),
@@ -837,6 +925,9 @@ def table_summary(rows: list[dict]) -> dict:
             "min_blockwise_shape": worst and row_label(worst),
             "geomean_cugemm8_over_deepgemm_h200": geomean(dg), "rows_compared": len(bw),
             "geomean_cugemm8_over_deepgemm_h200_at_anchor_rows": geomean(dg_rows),
+            "geomean_deepgemm_over_cugemm8": geomean(live), "rows_compared_deepgemm": len(live),
+            "min_deepgemm_over_cugemm8": slowest and slowest["ratio_deepgemm"],
+            "min_deepgemm_shape": slowest and row_label(slowest),
             "cugemm8_not_ok": bad}
 
 
@@ -860,6 +951,9 @@ def print_summary(results: dict, info: dict, json_path: Path) -> None:
                  + ("" if on_anchor_gpu else " (anchor is an H200: meaningful only on an H200)"))
         if s.get("geomean_cugemm8_over_deepgemm_h200_at_anchor_rows"):
             line += f"; at DeepGEMM's valid rows {s['geomean_cugemm8_over_deepgemm_h200_at_anchor_rows']:.2f}x"
+        if s.get("geomean_deepgemm_over_cugemm8"):
+            line += (f"; DeepGEMM (same run)/cugemm8 time geomean {s['geomean_deepgemm_over_cugemm8']:.2f}x"
+                     f" (min {s['min_deepgemm_over_cugemm8']:.2f}x at {s['min_deepgemm_shape']})")
         if s["cugemm8_not_ok"]:
             line += f"; cugemm8 wrong/error on {', '.join(s['cugemm8_not_ok'])}"
         print(line)
@@ -928,6 +1022,7 @@ def run_info(env: Env, args) -> dict:
             "cuda_runtime_version": cp.cuda.runtime.runtimeGetVersion(),
             "utc_start": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "reps": args.reps, "quick": args.quick, "sections": args.sections, "peers": env.peers_note,
+            "deepgemm": env.deepgemm_note,
             "protocol": {"flush_bytes": FLUSH_BYTES, "statistic": "median", "diff_limit": DIFF_LIMIT,
                          "warmup_calls": WARMUP_CALLS, "settle_s": SETTLE_S, "seed": SEED,
                          "timer": "CUDA events around one call",
@@ -1031,7 +1126,7 @@ def main(argv=None) -> int:
     info["smi_before"] = nvidia_smi(SMI_CLOCKS)
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     json_path = Path(args.out) / f"{slug(info['gpu'])}-{stamp}.json"
-    print(f"cugemm8 bench on {info['gpu']} ({info['sms']} SMs); peers: {env.peers_note}")
+    print(f"cugemm8 bench on {info['gpu']} ({info['sms']} SMs); peers: {env.peers_note}; DeepGEMM: {env.deepgemm_note}")
     results = {}
     with env.stream:
         for section in args.sections:

@@ -160,3 +160,33 @@ def test_masked_anchor_rows_match_the_anchor_tflops():
             shape = bench.Shape("masked", r["groups"], r["m_per_group"], r["n"], r["k"])
             rows = r["deepgemm_tflops"] * 1e12 * r["deepgemm_s"] / (2 * r["n"] * r["k"])
             assert abs(bench.DEEPGEMM_H200_MASKED_ROWS[shape] - rows) < 1e-2
+
+
+def test_deepgemm_same_run_ratio_in_summary():
+    def row(m, t_cg, t_dg):
+        shape = bench.Shape("normal", 1, m, 2112, 7168)
+        entries = {"cugemm8": {"status": "ok", "median_s": t_cg, "tflops": 1.0},
+                   "deepgemm": {"status": "ok", "median_s": t_dg}}
+        return bench.finish_row(bench.base_row(shape), entries)
+
+    s = bench.table_summary([row(64, 1.0, 2.0), row(128, 2.0, 1.0), row(4096, 1.0, None)])
+    assert s["geomean_deepgemm_over_cugemm8"] == pytest.approx(1.0) and s["rows_compared_deepgemm"] == 2
+    assert s["min_deepgemm_over_cugemm8"] == 0.5 and s["min_deepgemm_shape"] == "128x2112x7168"
+
+
+def test_deepgemm_peer_is_optional(monkeypatch):
+    """No torch, no deep_gemm, or a deep_gemm without the 8dfa329 functions: no peer, and the reason."""
+    assert bench.load_deepgemm(None) == (None, "needs torch")
+    fake_peers = type("Peers", (), {"torch": None})()
+    monkeypatch.setitem(sys.modules, "deep_gemm", None)   # import raises ImportError
+    peer, note = bench.load_deepgemm(fake_peers)
+    assert peer is None and note.startswith("deep_gemm not importable")
+    module = type(sys)("deep_gemm")
+    module.gemm_fp8_fp8_bf16_nt = lambda *a: None
+    monkeypatch.setitem(sys.modules, "deep_gemm", module)
+    peer, note = bench.load_deepgemm(fake_peers)
+    assert peer is None and "m_grouped_gemm_fp8_fp8_bf16_nt_masked" in note
+    for name in bench.DeepGemmPeer.FUNCTIONS:
+        setattr(module, name, lambda *a: None)
+    peer, note = bench.load_deepgemm(fake_peers)
+    assert isinstance(peer, bench.DeepGemmPeer) and note.startswith("deep_gemm from")
