@@ -131,6 +131,14 @@ __device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t byte_addr) {
     return desc;
 }
 
+// The descriptor of an address `byte_offset` bytes past the one `desc` describes. Shared-memory addresses
+// are below 256 KB, so the 14-bit start-address field cannot carry: a plain add, where forming a
+// descriptor from an address takes a mask, a shift and an or on the uniform datapath per wgmma.
+__device__ __forceinline__ uint64_t smem_desc_add(uint64_t desc, uint32_t units16) {
+    // `units16`: the offset in 16-byte units. Only the low word changes.
+    return (desc & 0xFFFFFFFF00000000ull) | uint32_t(uint32_t(desc) + units16);
+}
+
 // ---------------------------------------------------------------- registers, conversions
 template <uint32_t kRegs>
 __device__ __forceinline__ void setmaxnreg_inc() {

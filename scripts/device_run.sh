@@ -3,7 +3,7 @@
 #   STEPS="smoke tests tune tune-grouped bench" bash scripts/device_run.sh      (results and logs under $OUT)
 set -u
 cd "$(dirname "$0")/.."
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD CUGEMM8_CACHE_DIR=${CUGEMM8_CACHE_DIR:-/tmp/cugemm8-cache}
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} CUGEMM8_CACHE_DIR=${CUGEMM8_CACHE_DIR:-/tmp/cugemm8-cache}
 OUT=${OUT:-/tmp/cugemm8-out}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu,driver_version \

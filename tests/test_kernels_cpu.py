@@ -182,7 +182,9 @@ def test_grouped_main_loop_stays_on_the_uniform_datapath(layout, groups, bm, bn)
     count = lambda ops, name: sum(op == name or op.startswith(name + ".") for op in ops)  # noqa: E731
     assert count(grouped, "S2UR") == 0, "shared-memory base re-derived inside the main loop"
     assert count(grouped, "R2UR") <= count(normal, "R2UR") + 2, (count(grouped, "R2UR"), count(normal, "R2UR"))
-    assert len(grouped) <= len(normal) + 16, (len(grouped), len(normal))
+    # The contiguous loop forms its scale addresses from the pinned base (about 20 more instructions than
+    # the normal loop at 128x128 once the descriptors became plain adds, NOTES.md v11).
+    assert len(grouped) <= len(normal) + 24, (len(grouped), len(normal))
 
 
 @pytest.mark.parametrize("layout,groups,bm,bn", [
@@ -194,3 +196,14 @@ def test_two_warpgroup_main_loop_has_no_r2ur(layout, groups, bm, bn):
     thread, each A descriptor took an R2UR before its wgmma, 2-4% slower on an H200 (NOTES.md v11)."""
     ops = main_loop(layout, groups, bm, bn)
     assert not [op for op in ops if op.startswith("R2UR")]
+
+
+@pytest.mark.parametrize("k, aligned", [(7168, True), (1536, True), (512, False)])
+def test_stage_aligned_main_loop_is_unrolled_over_the_stages(k, aligned):
+    """Normal-layout tiles with two slabs per warpgroup start every tile at stage 0 and unroll the k-loop
+    over the stages (compile-time addresses; 3-4% faster at 256x128 on an H200, NOTES.md v11), except
+    where the stages passed through at each tile end would be a large share of the ring (K=512)."""
+    cfg = heuristics.make_config("normal", 4096, k, 1, 256, 128)
+    ops = main_loop("normal", 1, 256, 128, 4096, k)
+    wgmmas = sum(op.startswith("QGMMA") for op in ops)
+    assert wgmmas == (2 * 4 * cfg.stages if aligned else 2 * 4), (wgmmas, cfg.stages)
