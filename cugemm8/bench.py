@@ -171,7 +171,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="run only this section (repeatable; default: all)")
     p.add_argument("--out", default="bench/results/", help="folder for the JSON and PNG (default: bench/results/)")
     p.add_argument("--reps", type=int, default=30, help="timed calls per implementation and shape (median; >= 30)")
-    p.add_argument("--no-peers", action="store_true", help="skip the cuBLASLt peers (torch)")
+    p.add_argument("--no-peers", action="store_true", help="skip the peers (cuBLASLt through torch, and DeepGEMM)")
     p.add_argument("--quick", action="store_true", help="a few shapes only (smoke test)")
     args = p.parse_args(argv)
     if args.reps < 1:
