@@ -385,6 +385,9 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     wg < kNumMathWG ? wg * kWaves * 64 + warp * 16 + lane / 4 : kBlockM);
     Tile t, next_t;
     uint32_t stage = 0, phase = 0;
+    auto advance = [&]() {  // the next stage of the ring (both roles walk it in the same order)
+        if (++stage == kStages) stage = 0, phase ^= 1;
+    };
 
     if (wg == kNumMathWG) {
         // ------------------------------------------------------------ producer
@@ -417,15 +420,14 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                         tma_load_2d(smem_sa + stage * kBlockM, &tmap_sa, bar, sa_col, sa_row0 + int32_t(kb));
                     }
                     tma_load_2d(smem_b + stage * kSmemB, &tmap_b, bar, int32_t(kb * kBlockK), b_row);
-                    if (++stage == kStages) stage = 0, phase ^= 1;
+                    advance();
                     after_load();
                 }
             }
             if constexpr (kAlignStages) {
-                for (; stage != 0; ) {  // stages this tile leaves unused: pass them through
+                for (; stage != 0; advance()) {  // stages this tile leaves unused: pass them through
                     mbar_wait(&empty[stage], phase ^ 1);
                     mbar_arrive(&full[stage]);
-                    if (++stage == kStages) stage = 0, phase ^= 1;
                 }
             }
             CG8_MARK(kTraceLoadsDone);
@@ -579,9 +581,6 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                         } else {
                             if (lane == 0) mbar_arrive(shared(&empty[st]));
                         }
-                    };
-                    auto advance = [&]() {
-                        if (++stage == kStages) stage = 0, phase ^= 1;
                     };
                     const uint32_t kb_begin = kSplitTile ? t.kb_begin() : 0u;
                     const uint32_t kb_end = kSplitTile ? t.kb_end() : kNumKBlocks;

@@ -127,11 +127,12 @@ def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0, tail_spl
 
 
 def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, block_n: int,
-                cluster: int = 1) -> KernelConfig:
-    """The configuration of one tile shape as the heuristic would build it (most stages that fit, one
-    math warpgroup per 64-row tile, the widest output swizzle, the masked split where it pays): for
-    sweeps and tools that name a tile themselves."""
-    tail_split = cluster == 1 and tail_split_for(layout, block_n, k)
+                cluster: int = 1, tail_split: bool | None = None) -> KernelConfig:
+    """The configuration of one tile shape as the heuristic builds it (most stages that fit, one math
+    warpgroup per 64-row tile, the widest output swizzle, the masked split where it pays, unless
+    `tail_split` says otherwise): for the heuristic itself, and for sweeps and tools that name a tile."""
+    if tail_split is None:
+        tail_split = cluster == 1 and tail_split_for(layout, block_n, k)
     stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split)
     return KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=block_m, block_n=block_n,
                         stages=stages, num_math_wg=1 if block_m == 64 else 2, swizzle_d=swizzle_for(block_n),
@@ -151,6 +152,13 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
         block_ms = (64, 128)
     groups = num_groups if layout == "masked" else 1   # the contiguous layout's rows are already summed
 
+    def candidate(bm: int, bn: int) -> KernelConfig:
+        # No TMA multicast: CTA pairs sharing A through a cluster of 2 measured 3-5% slower on every
+        # large benchmark shape (bench/results/raster-cluster-*.json, and again in NOTES.md v11): these
+        # kernels are not L2-bound, and a pair advances at the pace of its slower CTA. (KernelConfig.
+        # cluster=2 stays available and tested.) The masked split needs CTA pairs.
+        return make_config(layout, n, k, num_groups, bm, bn, tail_split=num_sms >= 2 and tail_split_for(layout, bn, k))
+
     if layout == "masked" and m > 64:
         # The rows per group are only expected (DeepGEMM's tests draw 0.7-1.3x), so the wave
         # arithmetic below, exact for the dense GEMM, turns into guesswork: a group with a few rows
@@ -163,10 +171,10 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
         # at the expected rows.
         bm = 256 if m >= WIDE_ROWS else 128
         bn = min(128, ceil_div(n, 16) * 16)
-        stages = _stages(bm, bn, k, num_groups, tail_split_for(layout, bn, k))
+        config = candidate(bm, bn)
         tiles = ceil_div(m, bm) * ceil_div(n, bn) * groups
-        if tiles >= num_sms and stages >= min(3, ceil_div(k, BLOCK_K)):
-            return _plan(layout, n, k, num_groups, bm, bn, stages, tiles, num_sms)
+        if tiles >= num_sms and config.stages >= min(3, ceil_div(k, BLOCK_K)):
+            return _plan(config, tiles, num_sms)
 
     best = None
     for bm in block_ms:
@@ -178,8 +186,8 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
                 # (BLOCK_N <= 128) beat wider single-accumulator ones by 6-20% at M=4096 (dense sweep),
                 # though a wider tile needs fewer waves.
                 continue
-            stages = _stages(bm, bn, k, num_groups if layout == "masked" else 0, tail_split_for(layout, bn, k))
-            if stages < min(3, ceil_div(k, BLOCK_K)):
+            config = candidate(bm, bn)
+            if config.stages < min(3, ceil_div(k, BLOCK_K)):
                 continue
             tiles = ceil_div(m, bm) * ceil_div(n, bn) * groups
             waves = ceil_div(tiles, num_sms)
@@ -193,29 +201,21 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
             # 7. wider N: a slab's wgmma re-reads its A rows per n-block, so wider moves fewer bytes.
             score = (waves, -min(last, math.ceil(FULL_WAVE * num_sms)), waste, -(bm * bn), bn < 32, bm != 128, -bn)
             if best is None or score < best[0]:
-                best = (score, bm, bn, stages)
+                best = (score, config, tiles)
     assert best is not None
-    _, bm, bn, stages = best
-    return _plan(layout, n, k, num_groups, bm, bn, stages, ceil_div(m, bm) * ceil_div(n, bn) * groups, num_sms)
+    return _plan(best[1], best[2], num_sms)
 
 
-def _plan(layout: str, n: int, k: int, num_groups: int, bm: int, bn: int, stages: int, tiles: int,
-          num_sms: int) -> LaunchPlan:
-    # No TMA multicast: CTA pairs sharing A through a cluster of 2 measured 3-5% slower on every
-    # large benchmark shape (bench/results/raster-cluster-*.json): these kernels are not L2-bound,
-    # and a pair advances at the pace of its slower CTA. (KernelConfig.cluster=2 stays available and
-    # tested.)
-    cluster = 1
-    tail_split = num_sms >= 2 and tail_split_for(layout, bn, k)
-    config = KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=bm, block_n=bn,
-                          stages=stages, num_math_wg=1 if bm == 64 else 2, swizzle_d=swizzle_for(bn),
-                          cluster=cluster, tail_split=tail_split)
-    # As few CTAs as give the same number of waves: the idle SMs save power, so the busy ones clock
-    # higher (the GPU runs power-limited under FP8 load). Masked: every SM, since the tile count is
-    # only known on the GPU.
-    waves = ceil_div(tiles, num_sms)
+def _plan(config: KernelConfig, tiles: int, num_sms: int) -> LaunchPlan:
+    return LaunchPlan(config=config, grid=grid_for(config, tiles, num_sms), num_tiles=tiles)
+
+
+def grid_for(config: KernelConfig, tiles: int, num_sms: int) -> int:
+    """CTAs to launch for `tiles` tiles: as few as give the same number of waves (the idle SMs save
+    power, so the busy ones clock higher: the GPU runs power-limited under FP8 load), a multiple of the
+    cluster size. Masked: every SM, since the tile count is only known on the GPU."""
     dims = config.cluster_dims
-    grid = min(ceil_div(ceil_div(tiles, waves), dims) * dims, num_sms - num_sms % dims)
-    if layout == "masked":
-        grid = num_sms - num_sms % dims
-    return LaunchPlan(config=config, grid=grid, num_tiles=tiles)
+    if config.layout == "masked":
+        return num_sms - num_sms % dims
+    waves = ceil_div(tiles, num_sms)
+    return min(ceil_div(ceil_div(tiles, waves), dims) * dims, num_sms - num_sms % dims)

@@ -221,8 +221,7 @@ def run_case(case: dict, tiny: bool) -> str:
             tiles = -(-len(case["m_indices"]) // cfg.block_m) * cfg.num_n_blocks
         else:
             tiles = -(-case["max_m"] // cfg.block_m) * cfg.num_n_blocks * groups
-        dims = cfg.cluster_dims
-        grid = min(-(-max(tiles, 1) // dims) * dims, num_sms - num_sms % dims)
+        grid = heuristics.grid_for(cfg, max(tiles, 1), num_sms)   # as the API would launch it
 
         def forced(layout, m_, n_, k_, groups_, sms_):
             assert (layout, n_, k_, groups_) == (cfg.layout, cfg.n, cfg.k, cfg.num_groups), "case/config mismatch"
