@@ -583,7 +583,7 @@ def bench_masked_shape(env: Env, shape: Shape, reps: int) -> dict:
     row = {**base_row(shape), **env.plan("masked", shape.m, n, k, g), "max_m": MASKED_MAX_M,
            "masked_m": mm.tolist(), "valid_rows": valid}
     x, w = env.randn((g, MASKED_MAX_M, k)), env.randn((g, n, k))
-    a, _, sa_tma, row["a_scale_layout"] = quantize_a(env, x)  # `_`: the row-major scales, used below
+    a, sa, sa_tma, row["a_scale_layout"] = quantize_a(env, x)
     b, sb = quantize_b(env, w)
     refs = [x[i, :mm[i]] @ w[i].T for i in range(g)]
     del x, w
@@ -597,13 +597,13 @@ def bench_masked_shape(env: Env, shape: Shape, reps: int) -> dict:
     rows0 = int(mm[0])
     one_m = cp.asarray(np.array([rows0] + [0] * (g - 1), dtype=np.int32))
     out_masked = cp.empty((g, MASKED_MAX_M, n), dtype=cg.api.BF16)
-    a0, sa0 = a[0, :rows0], cg.get_col_major_tma_aligned_tensor(cp.ascontiguousarray(_[0, :rows0]))
+    a0, sa0 = a[0, :rows0], cg.get_col_major_tma_aligned_tensor(cp.ascontiguousarray(sa[0, :rows0]))
     out_dense = cp.empty((rows0, n), dtype=cg.api.BF16)
     one = Candidate("masked_one_group", lambda: cg.m_grouped_matmul_masked(a, sa_tma, b, sb, one_m, shape.m,
                                                                             out=out_masked), lambda: None)
     dense = Candidate("dense_one_group", lambda: cg.matmul(a0, sa0, b[0], sb[0], out=out_dense), lambda: None)
     cands = [cugemm8_candidate(env, call, diff_of), one, dense]
-    cands += deepgemm_candidate(env, "deepgemm", lambda dg: dg.masked(a, _, b, sb, masked_m, shape.m), diff_of)
+    cands += deepgemm_candidate(env, "deepgemm", lambda dg: dg.masked(a, sa, b, sb, masked_m, shape.m), diff_of)
     anchor_rows = DEEPGEMM_H200_MASKED_ROWS.get(shape)
     if anchor_rows:
         at_anchor = rescale_rows(mm, anchor_rows)
@@ -611,7 +611,7 @@ def bench_masked_shape(env: Env, shape: Shape, reps: int) -> dict:
         cands.append(Candidate("masked_at_anchor_rows", lambda: cg.m_grouped_matmul_masked(
             a, sa_tma, b, sb, anchor_m, shape.m, out=out_masked), lambda: None))
         cands += deepgemm_candidate(env, "deepgemm_at_anchor_rows",
-                                    lambda dg: dg.masked(a, _, b, sb, anchor_m, shape.m), None)
+                                    lambda dg: dg.masked(a, sa, b, sb, anchor_m, shape.m), None)
     entries = measure(env, cands, reps, gemm_flops(valid, n, k), gemm_bytes(valid, n, k, g))
     row = finish_row(row, entries)
     at = entries.get("masked_at_anchor_rows", {}).get("median_s")

@@ -93,8 +93,8 @@ def config_for(case: Case, sms: int):
     else:
         cfg = heuristics.make_config(case.layout, case.n, case.k, groups, *case.tile)
     if case.split is not None:
-        stages = heuristics._stages(cfg.block_m, cfg.block_n, cfg.k, cfg.masked_groups, case.split)
-        cfg = dataclasses.replace(cfg, tail_split=case.split, stages=stages)
+        cfg = heuristics.make_config(cfg.layout, cfg.n, cfg.k, cfg.num_groups, cfg.block_m, cfg.block_n,
+                                     cluster=cfg.cluster, tail_split=case.split)
     return cfg
 
 

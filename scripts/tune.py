@@ -42,15 +42,12 @@ def candidates(m: int, n: int, k: int) -> list[KernelConfig]:
         for bn in heuristics.block_n_candidates(bm):
             if bn % 16 and bn not in (24, 40, 56, 72, 88, 104, 120):
                 continue
-            stages = heuristics._stages(bm, bn, k)
-            if stages < 2:
+            if heuristics.make_config("normal", n, k, 1, bm, bn).stages < 2:
                 continue
             for cluster in (1, 2):
                 if cluster == 2 and (m < 512 or -(-n // bn) % 2):
                     continue
-                out.append(KernelConfig(layout="normal", n=n, k=k, num_groups=1, block_m=bm, block_n=bn,
-                                        stages=stages, num_math_wg=1 if bm == 64 else 2,
-                                        swizzle_d=heuristics.swizzle_for(bn), cluster=cluster))
+                out.append(heuristics.make_config("normal", n, k, 1, bm, bn, cluster=cluster))
     return out
 
 

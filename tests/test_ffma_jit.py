@@ -14,9 +14,7 @@ KERNEL = kernels.KERNEL_NAME
 
 def config(block_m: int, block_n: int = 128, n: int = 2112, k: int = 7168) -> KernelConfig:
     """An explicit configuration (independent of the heuristic's current choices)."""
-    return KernelConfig(layout="normal", n=n, k=k, num_groups=1, block_m=block_m, block_n=block_n,
-                        stages=heuristics._stages(block_m, block_n, k), num_math_wg=1 if block_m == 64 else 2,
-                        swizzle_d=heuristics.swizzle_for(block_n))
+    return heuristics.make_config("normal", n, k, 1, block_m, block_n)
 
 
 ONE_WG = config(64)      # one math warpgroup: ptxas leaves the promotion FFMAs without yields

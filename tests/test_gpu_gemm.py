@@ -227,13 +227,11 @@ def _split_case(total, grid):
 
 @pytest.mark.parametrize("bm, bn, k", [(128, 128, 1024), (256, 128, 384), (64, 64, 256), (128, 144, 640)])
 def test_masked_split_last_wave(bm, bn, k):
-    from cugemm8.heuristics import KernelConfig, _stages, can_split_tail, swizzle_for
+    from cugemm8.heuristics import can_split_tail, make_config
 
     groups, grid, n = 3, 8, bn
-    stages = _stages(bm, bn, k, groups, tail_split=True)
     assert can_split_tail(bn, k)
-    cfg = KernelConfig("masked", n, k, groups, bm, bn, stages, 1 if bm == 64 else 2, swizzle_for(bn),
-                       tail_split=True)
+    cfg = make_config("masked", n, k, groups, bm, bn, tail_split=True)
     max_m = 8 * bm
     x, w, a, sa, b, sb = make_masked(groups, max_m, n, k, seed=bm + bn + k)
     sa_aligned = cugemm8.get_col_major_tma_aligned_tensor(sa)
@@ -261,11 +259,10 @@ def test_masked_split_last_wave(bm, bn, k):
 # The heuristic does not pick clusters of 2 at present: run those configurations explicitly.
 @pytest.mark.parametrize("bm, bn", [(256, 128), (128, 96), (64, 64)])
 def test_multicast_cluster_of_two_dense(bm, bn):
-    from cugemm8.heuristics import KernelConfig, _stages, swizzle_for
+    from cugemm8.heuristics import make_config
 
     m, n, k = 1000, 8 * bn, 1040  # an even number of n-blocks; partial m- and k-blocks
-    cfg = KernelConfig("normal", n, k, 1, bm, bn, _stages(bm, bn, k), 1 if bm == 64 else 2, swizzle_for(bn),
-                       cluster=2)
+    cfg = make_config("normal", n, k, 1, bm, bn, cluster=2)
     x, w, a, sa, b, sb = make_dense(m, n, k, seed=bm + bn)
     out = poisoned((m, n))
     runtime.bind(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out)()
@@ -273,10 +270,10 @@ def test_multicast_cluster_of_two_dense(bm, bn):
 
 
 def test_multicast_cluster_of_two_masked():
-    from cugemm8.heuristics import KernelConfig, _stages, swizzle_for
+    from cugemm8.heuristics import make_config
 
     groups, max_m, n, k = 3, 300, 512, 1024
-    cfg = KernelConfig("masked", n, k, groups, 256, 128, _stages(256, 128, k, groups), 2, swizzle_for(128), cluster=2)
+    cfg = make_config("masked", n, k, groups, 256, 128, cluster=2)
     x, w, a, sa, b, sb = make_masked(groups, max_m, n, k, seed=11)
     masked = [300, 17, 0]
     out = poisoned((groups, max_m, n))
@@ -295,10 +292,10 @@ def test_multicast_cluster_of_two_masked():
 # two, three and four passes, with empty experts, padding slabs and ids past the last expert.
 @pytest.mark.parametrize("bm, bn, n", [(256, 128, 256), (128, 128, 256), (64, 64, 256), (128, 160, 320)])
 def test_contiguous_tiles_spanning_experts(bm, bn, n):
-    from cugemm8.heuristics import KernelConfig, _stages, swizzle_for
+    from cugemm8.heuristics import make_config
 
     groups, k = 5, 384
-    cfg = KernelConfig("contiguous", n, k, groups, bm, bn, _stages(bm, bn, k), 1 if bm == 64 else 2, swizzle_for(bn))
+    cfg = make_config("contiguous", n, k, groups, bm, bn)
     # (expert, rows) in order; every segment padded to 64 with -1. Expert 9 is past the last (padding).
     segments = [(0, 50), (1, 64), (2, 1), (3, 64), (9, 64), (4, 200), (1, 0), (0, 130), (3, 7), (2, 64)]
     idx = []

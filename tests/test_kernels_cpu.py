@@ -18,12 +18,10 @@ CONTIGUOUS = [(4, 8192, 4096, 7168), (4, 8192, 7168, 2048), (8, 4096, 4096, 7168
 MASKED = [(g, e, n, k) for g, e in ((1, 1024), (2, 512), (4, 256)) for n, k in ((4096, 7168), (7168, 2048))] + [
     (32, 40, 24, 128)]
 SMS = (132, 114, 78)
-CONTIGUOUS_EXPLICIT = [heuristics.KernelConfig("contiguous", n, 384, 5, bm, bn, heuristics._stages(bm, bn, 384),
-                                               1 if bm == 64 else 2, heuristics.swizzle_for(bn))
+CONTIGUOUS_EXPLICIT = [heuristics.make_config("contiguous", n, 384, 5, bm, bn)
                        for bm, bn, n in ((256, 128, 256), (128, 128, 256), (64, 64, 256), (128, 160, 320))]
 
-SPLIT_EXPLICIT = [heuristics.KernelConfig("masked", bn, k, 3, bm, bn, heuristics._stages(bm, bn, k, 3, True),
-                                          1 if bm == 64 else 2, heuristics.swizzle_for(bn), tail_split=True)
+SPLIT_EXPLICIT = [heuristics.make_config("masked", bn, k, 3, bm, bn, tail_split=True)
                   for bm, bn, k in ((128, 128, 1024), (256, 128, 384), (64, 64, 256), (128, 144, 640))]
 
 
@@ -39,10 +37,8 @@ def picked_configs():
     # Multicast (clusters of 2) is not picked by the heuristic at present; compile the configurations
     # the GPU tier runs explicitly (tests/test_gpu_gemm.py::test_multicast_*).
     for bm, bn in ((256, 128), (128, 96), (64, 64)):
-        configs.add(heuristics.KernelConfig("normal", 8 * bn, 1040, 1, bm, bn, heuristics._stages(bm, bn, 1040),
-                                            1 if bm == 64 else 2, heuristics.swizzle_for(bn), cluster=2))
-    configs.add(heuristics.KernelConfig("masked", 512, 1024, 3, 256, 128, heuristics._stages(256, 128, 1024, 3), 2,
-                                        heuristics.swizzle_for(128), cluster=2))
+        configs.add(heuristics.make_config("normal", 8 * bn, 1040, 1, bm, bn, cluster=2))
+    configs.add(heuristics.make_config("masked", 512, 1024, 3, 256, 128, cluster=2))
     # Contiguous tiles of every height over 64-row expert segments (tests/test_gpu_gemm.py).
     for cfg in CONTIGUOUS_EXPLICIT:
         configs.add(cfg)
