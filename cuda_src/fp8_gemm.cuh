@@ -47,13 +47,16 @@ constexpr bool kMayStraddle = (128 % kBlockN) != 0;  // a tile may span two 128-
 // Two accumulator sets (MMA of one k-block overlaps the promotion of the previous) where registers
 // allow: one 64-row slab per warpgroup and 3 x kBlockN/2 live FP32 registers.
 constexpr uint32_t kAccSets = (kWaves == 1 && kBlockN <= 128) ? 2 : 1;
-// Stage-aligned tiles (two slabs per math warpgroup, normal layout): every tile's k-loop starts at stage 0
-// (the producer and the consumers pass through the stages a tile leaves unused), so the main loop is
-// unrolled over the stages with compile-time shared-memory and barrier addresses (H200, 256x128: 3-4%
-// faster at K = 1536..16384). Not where the unused stages would be a large share of the ring: K = 512 with
-// 3 stages passed 2 of every 6 through and measured 5-8% slower.
-constexpr bool kAlignStages = kAccSets == 1 && kWaves == 2 && kGemmType == kGemmNormal && kClusterSize == 1 &&
-                              (kNumKBlocks % kStages == 0 || kNumKBlocks >= 4 * kStages);
+// Stage-aligned tiles (two slabs per math warpgroup; normal and contiguous layouts): every tile's k-loop
+// starts at stage 0 (the producer and the consumers pass through the stages a tile leaves unused), so the
+// main loop is unrolled over the stages with compile-time shared-memory and barrier addresses (H200,
+// 256x128: 3-4% faster at K = 1536..16384 for the normal layout, 3.5% at K = 7168 for the contiguous one).
+// Not where the unused stages would be a large share of the ring: K = 512 with 3 stages passed 2 of every 6
+// through and measured 5-8% slower (normal); the contiguous kernel was 0.8% slower at K = 2048 (2 of every
+// 18), so it asks for twice the k-blocks.
+constexpr bool kAlignStages = kAccSets == 1 && kWaves == 2 && kGemmType != kGemmMasked && kClusterSize == 1 &&
+                              (kNumKBlocks % kStages == 0 ||
+                               kNumKBlocks >= (kGemmType == kGemmContiguous ? 8 : 4) * kStages);
 
 // Output tile in shared memory: kBlockN columns split into atoms of kAtomBytes per row (the TMA
 // swizzle span), each atom kBlockM rows, stored one after another.
@@ -73,13 +76,19 @@ constexpr uint32_t kOffSA = kOffB + kStages * kSmemB;
 constexpr uint32_t kScaleRowsPerTile = kMayStraddle ? 2 : 1;
 constexpr uint32_t kSmemSB = (kNumKBlocks * kScaleRowsPerTile * 4 + 15) / 16 * 16;
 constexpr uint32_t kOffSB = kOffSA + kStages * kSmemSA;
-// Masked layout, read from global memory once per CTA: every group's valid rows, clamped to [0, M], and
-// the running total of tiles up to and including each group.
-constexpr uint32_t kSmemRows = kGemmType == kGemmMasked ? (kNumGroups * 8 + 15) / 16 * 16 : 0;
+// Layout words. Masked, read from global memory once per CTA: every group's valid rows, clamped to [0, M],
+// and the running total of tiles up to and including each group. Contiguous: a ring of tile records (each
+// slab's expert id, then one bit per row that is no expert's), written ahead by the producer warpgroup's
+// second warp, so that the math threads read m_indices from shared memory only (see Scheduler::publish).
+constexpr uint32_t kRecordSlots = kGemmType == kGemmContiguous ? 4 : 0;
+constexpr uint32_t kRecordWords = kBlockM / 64 + kBlockM / 32;
+constexpr uint32_t kSmemRows = kGemmType == kGemmMasked ? (kNumGroups * 8 + 15) / 16 * 16
+                                                        : (kRecordSlots * kRecordWords * 4 + 15) / 16 * 16;
 constexpr uint32_t kOffRows = kOffSB + kSmemSB;
 constexpr uint32_t kOffBar = kOffRows + kSmemRows;
-// Split tail: two barriers, `ready` (the peer may push into this CTA's output tile) and `received`.
-constexpr uint32_t kSmemBytes = kOffBar + kStages * 16 + (kTailSplit ? 16 : 0);
+// Barriers: full and empty per stage; for the split tail, `ready` (the peer may push into this CTA's output
+// tile) and `received`; for the contiguous record ring, full and empty per slot.
+constexpr uint32_t kSmemBytes = kOffBar + kStages * 16 + (kTailSplit ? 16 : 0) + kRecordSlots * 16;
 
 static_assert(kBlockM % 64 == 0 && kWaves >= 1 && kBlockM == kWaves * 64 * kNumMathWG, "bad BLOCK_M");
 static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N must be a multiple of 8 in [8, 256]");
@@ -111,7 +120,6 @@ struct Tile {
     uint32_t valid;    // contiguous: bit s: slab s has a valid expert
     uint32_t zero;     // contiguous, math threads: bit 2w+h: this thread's row (slab w, +8h) is no expert's
     int32_t slab_group[kSlabs];  // contiguous: each slab's expert id (valid slabs only)
-    int32_t row_id[2 * kWaves];  // contiguous, math threads: m_indices of this thread's rows (until decoded)
     uint32_t split;    // tail(): 1 the first k-blocks, 2 the rest; each CTA stores column half split - 1
 
     // The k-blocks this CTA works on: all, or its half of a split tile (the first half rounded up).
@@ -160,6 +168,7 @@ struct Scheduler {
     uint32_t num_m_blocks;    // normal/contiguous
     uint32_t tile_idx;
     uint32_t thread_row;      // contiguous, math threads: this thread's first accumulator row in a tile
+    uint32_t records = 0;     // contiguous, math threads: tile records taken from the ring
     uint32_t split_from;      // kTailSplit: the first tile of the split last wave (the tile count if none)
     uint32_t total;           // kTailSplit: the tile count
 
@@ -197,17 +206,14 @@ struct Scheduler {
             t.group = 0;
             t.passes = 1;
             if constexpr (kGemmType == kGemmContiguous) {
-                // Only issue the loads of m_indices here; decode() looks at the values when the tile's
-                // turn comes (a whole tile later when fetched early), so no branch waits for them.
-                // (Branching on each slab's id serialized the loads: several L2 round trips, during
-                // which neither the producer nor the math threads issued work.)
+                // The TMA thread reads its slabs' experts itself (the math threads take them from the
+                // record ring). Only the loads are issued here; decode() looks at the values when the
+                // tile's turn comes, a whole tile later, so no branch waits for them. (Branching on each
+                // slab's id serialized the loads: several L2 round trips without TMA issue.)
+                if (thread_row >= kBlockM) {
 #pragma unroll
-                for (uint32_t s = 0; s < kSlabs; ++s)
-                    t.slab_group[s] = __ldg(layout + min(t.m_block * kBlockM + s * 64, m - 1));
-                if (thread_row < kBlockM) {
-#pragma unroll
-                    for (uint32_t i = 0; i < 2 * kWaves; ++i)
-                        t.row_id[i] = __ldg(layout + min(t.m_block * kBlockM + thread_row + (i / 2) * 64 + (i % 2) * 8, m - 1));
+                    for (uint32_t s = 0; s < kSlabs; ++s)
+                        t.slab_group[s] = __ldg(layout + min(t.m_block * kBlockM + s * 64, m - 1));
                 }
             }
         }
@@ -246,9 +252,52 @@ struct Scheduler {
         return true;
     }
 
-    // Contiguous: the tile's passes and zero rows from the m_indices entries next() loaded.
-    __device__ __forceinline__ void decode(Tile& t) const {
+    // Contiguous, the producer warpgroup's second warp (one lane per row of each 32): tile t's record into
+    // `slot` of the ring. The math threads then hold no m_indices load in flight through the main loop: with
+    // them, ptxas spilled the stage-aligned loop's tile code (NOTES.md v12, v13), and without the aligned
+    // loop the contiguous kernel ran 5-7% behind the normal one.
+    __device__ __forceinline__ void publish(const Tile& t, uint64_t* full_bars, uint64_t* empty_bars, int32_t* ring,
+                                            uint32_t slot, uint32_t phase, uint32_t lane) const {
+        constexpr uint32_t kChunks = kBlockM / 32;
+        int32_t id[kChunks];
+#pragma unroll
+        for (uint32_t j = 0; j < kChunks; ++j) id[j] = __ldg(layout + min(t.m_block * kBlockM + j * 32 + lane, m - 1));
+        mbar_wait(&empty_bars[slot], phase ^ 1);
+        int32_t* words = ring + slot * kRecordWords;
+#pragma unroll
+        for (uint32_t j = 0; j < kChunks; ++j) {
+            const uint32_t row = t.m_block * kBlockM + j * 32 + lane;
+            const uint32_t none = __ballot_sync(~0u, row < m && uint32_t(id[j]) >= kNumGroups);  // -1 wraps high
+            if (lane == 0) {
+                words[kSlabs + j] = int32_t(none);
+                if (j % 2 == 0) words[j / 2] = row < m ? id[j] : -1;
+            }
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&full_bars[slot]);
+    }
+
+    // Contiguous: the tile's passes (and a math thread's zero rows), from the slab ids next() loaded (the TMA
+    // thread) or from the tile's record (the math threads, which then free its slot).
+    template <class MathRole>
+    __device__ __forceinline__ void decode(Tile& t, const int32_t* ring, uint64_t* ring_full, uint64_t* ring_empty,
+                                           MathRole) {
         if constexpr (kGemmType == kGemmContiguous) {
+            constexpr bool kMath = MathRole::value;
+            uint32_t zero_words[2 * kWaves];
+            if constexpr (kMath) {
+                const uint32_t slot = records % kRecordSlots, ring_phase = (records / kRecordSlots) & 1u;
+                ++records;
+                mbar_wait(&ring_full[slot], ring_phase);
+                const int32_t* words = ring + slot * kRecordWords;
+#pragma unroll
+                for (uint32_t s = 0; s < kSlabs; ++s) t.slab_group[s] = words[s];
+#pragma unroll
+                for (uint32_t i = 0; i < 2 * kWaves; ++i)
+                    zero_words[i] = uint32_t(words[kSlabs + (thread_row + (i / 2) * 64 + (i % 2) * 8) / 32]);
+                __syncwarp();  // every lane has read the record: one arrival per math warp frees the slot
+                if (threadIdx.x % 32 == 0) mbar_arrive(&ring_empty[slot]);
+            }
             t.passes = t.heads = t.valid = 0;
             int32_t prev = -1;
             uint32_t head = 0;
@@ -268,9 +317,9 @@ struct Scheduler {
             // The math thread's own rows that come out as zeros (an id that is no expert's).
             t.zero = 0;
 #pragma unroll
-            for (uint32_t i = 0; i < 2 * kWaves && thread_row < kBlockM; ++i) {
-                const uint32_t r = t.m_block * kBlockM + thread_row + (i / 2) * 64 + (i % 2) * 8;
-                if (r < m && uint32_t(t.row_id[i]) >= kNumGroups) t.zero |= 1u << i;  // -1 wraps high
+            for (uint32_t i = 0; i < 2 * kWaves && kMath; ++i) {
+                const uint32_t r = thread_row + (i / 2) * 64 + (i % 2) * 8;
+                if ((zero_words[i] >> (r % 32)) & 1u) t.zero |= 1u << i;
             }
         }
     }
@@ -314,6 +363,8 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
     uint64_t* empty = full + kStages;
     uint64_t* split_ready = empty + kStages;        // kTailSplit only
     uint64_t* split_received = split_ready + 1;
+    uint64_t* ring_full = full + 2 * kStages + (kTailSplit ? 2 : 0);  // contiguous only
+    uint64_t* ring_empty = ring_full + kRecordSlots;
 
 #ifdef CG8_TRACE
     Tracer tracer;
@@ -333,6 +384,10 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         for (uint32_t s = 0; s < kStages; ++s) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], kNumMathWG * 4 * kClusterSize);  // every math warp of every CTA
+        }
+        for (uint32_t s = 0; s < kRecordSlots; ++s) {
+            mbar_init(&ring_full[s], 1);                  // the record warp's arrival
+            mbar_init(&ring_empty[s], kMathThreads / 32);  // every math warp has read the record
         }
         if constexpr (kTailSplit) {
             mbar_init(split_ready, 1);     // the peer's arrival
@@ -381,8 +436,8 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
     const uint32_t cta_rank = kClusterDims > 1 ? cluster_ctarank() : 0;
     CG8_MARK(kTraceSetUp);
 
-    // Contiguous: each role fetches its next tile (global loads of m_indices) while the current one is
-    // still in flight, so that their latency is not paid between tiles. (Elsewhere fetching is pure
+    // Contiguous: each role fetches its next tile while the current one is still in flight (the TMA thread's
+    // slab-id loads, so that their latency is not paid between tiles). (Elsewhere fetching is pure
     // arithmetic, and fetching early moved the normal kernels' wgmma descriptor arithmetic off the
     // uniform datapath: 64x2112x7168 measured 25% slower.)
     constexpr bool kFetchEarly = kGemmType == kGemmContiguous;
@@ -438,10 +493,21 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             }
             CG8_MARK(kTraceLoadsDone);
         };
+        if constexpr (kGemmType == kGemmContiguous) {
+            if (warp == 1) {  // the record warp: every tile's record, up to kRecordSlots tiles ahead
+                Scheduler walk(m, layout, kBlockM);
+                Tile rt;
+                uint32_t slot = 0, ring_phase = 0;
+                while (walk.next(rt)) {
+                    walk.publish(rt, ring_full, ring_empty, smem_rows, slot, ring_phase, lane);
+                    if (++slot == kRecordSlots) slot = 0, ring_phase ^= 1;
+                }
+            }
+        }
         if constexpr (kFetchEarly) {
             bool more = tid == 0 && sched.next(t);
             while (more) {
-                sched.decode(t);
+                sched.decode(t, smem_rows, ring_full, ring_empty, Bool<false>{});
                 bool fetched = false;
                 auto after_load = [&] {
                     if (!fetched) fetched = true, more = sched.next(next_t);
@@ -462,11 +528,12 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
 
         float acc[2][kBlockN / 2];  // the second set is only used when kAccSets == 2
         float fin[kWaves][kBlockN / 2];
-        // Shared-memory addresses of the main loop, all formed from one base. For the contiguous layout
-        // the base comes out of a warp reduction, which ptxas keeps in a uniform register: otherwise
-        // (NVRTC 13.0) it re-derived the base from SR_CgaCtaId on every k-block, and the S2UR's latency
-        // stood before each stage's barrier wait (ncu: 2% of all stall samples, at 256x128).
-        constexpr bool kPinnedBase = kGemmType == kGemmContiguous;
+        // Shared-memory addresses of the main loop, all formed from one base. For the contiguous layout's
+        // rolled loop the base comes out of a warp reduction, which ptxas keeps in a uniform register:
+        // otherwise (NVRTC 13.0) it re-derived the base from SR_CgaCtaId on every k-block, and the S2UR's
+        // latency stood before each stage's barrier wait (ncu: 2% of all stall samples, at 256x128). (With
+        // the stage-aligned loop, pinned, ptxas formed the descriptors per thread: R2UR before every wgmma.)
+        constexpr bool kPinnedBase = kGemmType == kGemmContiguous && !kAlignStages;
         const uint32_t smem_base = kPinnedBase ? __reduce_or_sync(~0u, smem_addr(smem)) : smem_addr(smem);
         auto shared = [&](const void* p) -> uint32_t {
             if constexpr (kPinnedBase) return smem_base + uint32_t(static_cast<const uint8_t*>(p) - smem);
@@ -483,9 +550,8 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         // form: 128x192 measured 9-10% slower with it, in two runs (cause not found; NOTES.md v11).
         const uint32_t wg_mma = kBlockN <= 128 ? __shfl_sync(~0u, wg, 0) : wg;
 
-        // One tile: main loop and epilogue. fetch_next() runs once, after the first pass's barrier
-        // (or before the epilogue of a tile without passes): global loads still in flight at a
-        // bar.sync are waited for there, and the main loop has none.
+        // One tile: main loop and epilogue. fetch_next() (the scheduler's next tile) runs once, after the
+        // first pass's barrier, or before the epilogue of a tile without passes.
         auto work_tile = [&](const Tile& t, auto&& fetch_next, auto split_tile, auto whole_tile) {
                 constexpr bool kSplitTile = decltype(split_tile)::value;  // a tail() tile
                 constexpr bool kWhole = decltype(whole_tile)::value;      // t.whole(): one pass, every slab
@@ -623,7 +689,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                                     promote(fin[w], acc[0], scale[w]);
                                 }
                             };
-                            if constexpr (kAlignStages) {
+                            if constexpr (kAlignStages && kWhole) {
                                 // k-block kb in stage kb % kStages: the stage a compile-time constant in each copy.
                                 constexpr uint32_t kRounds = kNumKBlocks / kStages, kRest = kNumKBlocks % kStages;
 #pragma unroll 1
@@ -688,6 +754,13 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     }
                 }
 
+                if constexpr (kAlignStages && !kWhole) {
+                    // Tiles with passes run the rolled loop; the next tile must start at stage 0 again.
+                    for (; stage != 0; advance()) {  // the stages this tile leaves unused, as the producer does
+                        mbar_wait(shared(&full[stage]), phase);
+                        if (lane == 0) mbar_arrive(shared(&empty[stage]));
+                    }
+                }
                 CG8_MARK(kTraceMainDone);
                 // ------------------------------------------------------------ split tile: the two halves meet
                 // This CTA stores column half t.split - 1 (its cluster rank): it pushes its partial sums of
@@ -801,7 +874,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         if constexpr (kFetchEarly) {
             bool more = sched.next(t);
             while (more) {
-                sched.decode(t);
+                sched.decode(t, smem_rows, ring_full, ring_empty, Bool<true>{});
                 auto fetch_next = [&] { more = sched.next(next_t); };  // its loads overlap the main loop
                 // (The reduction makes the branch warp-uniform to ptxas: see `waves` below.)
                 if (__reduce_or_sync(~0u, t.whole() ? 1u : 0u)) work_tile(t, fetch_next, Bool<false>{}, Bool<true>{});

@@ -189,17 +189,22 @@ def test_grouped_main_loop_stays_on_the_uniform_datapath(layout, groups, bm, bn)
 def test_two_warpgroup_main_loop_has_no_r2ur(layout, groups, bm, bn):
     """With two math warpgroups and BLOCK_N <= 128, every wgmma descriptor is formed on the uniform
     datapath: the warpgroup's A-slab offset comes from a value ptxas knows to be warp-uniform. Formed per
-    thread, each A descriptor took an R2UR before its wgmma, 2-4% slower on an H200 (NOTES.md v11)."""
+    thread, each A descriptor took an R2UR before its wgmma, 2-4% slower on an H200 (NOTES.md v11). (The
+    contiguous kernel's stage-aligned loop moves its barrier phase over once per round of stages.)"""
     ops = main_loop(layout, groups, bm, bn)
-    assert not [op for op in ops if op.startswith("R2UR")]
+    r2ur = [op for op in ops if op.startswith("R2UR")]
+    assert len(r2ur) <= (1 if layout == "contiguous" else 0), len(r2ur)
 
 
-@pytest.mark.parametrize("k, aligned", [(7168, True), (1536, True), (512, False)])
-def test_stage_aligned_main_loop_is_unrolled_over_the_stages(k, aligned):
-    """Normal-layout tiles with two slabs per warpgroup start every tile at stage 0 and unroll the k-loop
-    over the stages (compile-time addresses; 3-4% faster at 256x128 on an H200, NOTES.md v11), except
-    where the stages passed through at each tile end would be a large share of the ring (K=512)."""
-    cfg = heuristics.make_config("normal", 4096, k, 1, 256, 128)
-    ops = main_loop("normal", 1, 256, 128, 4096, k)
+@pytest.mark.parametrize("layout, groups, k, aligned", [
+    ("normal", 1, 7168, True), ("normal", 1, 1536, True), ("normal", 1, 512, False),
+    ("contiguous", 4, 7168, True), ("contiguous", 4, 2048, False)])
+def test_stage_aligned_main_loop_is_unrolled_over_the_stages(layout, groups, k, aligned):
+    """Tiles with two slabs per warpgroup (normal layout; contiguous tiles of one expert) start every
+    tile at stage 0 and unroll the k-loop over the stages (compile-time addresses; 3-4% faster at 256x128
+    on an H200, NOTES.md v11, v13), except where the stages passed through at each tile end would be a
+    large share of the ring (normal K=512; contiguous K=2048, 0.8% slower there)."""
+    cfg = heuristics.make_config(layout, 4096, k, groups, 256, 128)
+    ops = main_loop(layout, groups, 256, 128, 4096, k)
     wgmmas = sum(op.startswith("QGMMA") for op in ops)
     assert wgmmas == (2 * 4 * cfg.stages if aligned else 2 * 4), (wgmmas, cfg.stages)
