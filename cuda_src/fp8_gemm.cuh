@@ -52,8 +52,8 @@ constexpr uint32_t kAccSets = (kWaves == 1 && kBlockN <= 128) ? 2 : 1;
 // main loop is unrolled over the stages with compile-time shared-memory and barrier addresses (H200,
 // 256x128: 3-4% faster at K = 1536..16384 for the normal layout, 3.5% at K = 7168 for the contiguous one).
 // Not where the unused stages would be a large share of the ring: K = 512 with 3 stages passed 2 of every 6
-// through and measured 5-8% slower (normal); the contiguous kernel was 0.8% slower at K = 2048 (2 of every
-// 18), so it asks for twice the k-blocks.
+// through and measured 5-8% slower (normal); the contiguous kernel at K = 2048 (2 of every 18) was 0.7-0.8%
+// slower with evenly sized experts (1% faster with uneven ones), so it asks for twice the k-blocks.
 constexpr bool kAlignStages = kAccSets == 1 && kWaves == 2 && kGemmType != kGemmMasked && kClusterSize == 1 &&
                               (kNumKBlocks % kStages == 0 ||
                                kNumKBlocks >= (kGemmType == kGemmContiguous ? 8 : 4) * kStages);
