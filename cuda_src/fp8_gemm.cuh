@@ -385,10 +385,10 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], kNumMathWG * 4 * kClusterSize);  // every math warp of every CTA
         }
-        for (uint32_t s = 0; s < kRecordSlots; ++s) {
-            mbar_init(&ring_full[s], 1);                  // the record warp's arrival
-            mbar_init(&ring_empty[s], kMathThreads / 32);  // every math warp has read the record
-        }
+        static_for<0, kRecordSlots>([&](auto s) {
+            mbar_init(&ring_full[s.value], 1);                  // the record warp's arrival
+            mbar_init(&ring_empty[s.value], kMathThreads / 32);  // every math warp has read the record
+        });
         if constexpr (kTailSplit) {
             mbar_init(split_ready, 1);     // the peer's arrival
             mbar_init(split_received, 1);  // this CTA's expect_tx, then the peer's bytes
