@@ -3,7 +3,8 @@
 //   D[m, n] = sum_kb  sa[m, kb] * sb[n / 128, kb] * sum_{k in kb} A[m, k] * B[n, k]      (bf16 out)
 //
 // The includer defines, in namespace cg8, the compile-time configuration (kShapeN, kShapeK, kBlockM,
-// kBlockN, kStages, kNumMathWG, kSwizzleD, kGemmType, kNumGroups, kRasterGroup) and
+// kBlockN, kStages, kNumMathWG, kSwizzleD, kGemmType, kNumGroups, kRasterGroup, kClusterSize, kTailSplit,
+// kRecordSlots) and
 // `wgmma_m64k32(float (&)[kBlockN / 2], desc_a, desc_b, scale_d)` for N = kBlockN
 // (see cugemm8/kernels.py). M (the only run-time shape) arrives as an argument.
 //
@@ -80,7 +81,7 @@ constexpr uint32_t kOffSB = kOffSA + kStages * kSmemSA;
 // and the running total of tiles up to and including each group. Contiguous: a ring of tile records (each
 // slab's expert id, then one bit per row that is no expert's), written ahead by the producer warpgroup's
 // second warp, so that the math threads read m_indices from shared memory only (see Scheduler::publish).
-constexpr uint32_t kRecordSlots = kGemmType == kGemmContiguous ? 4 : 0;
+// kRecordSlots (heuristics.RECORD_SLOTS) is 0 outside the contiguous layout.
 constexpr uint32_t kRecordWords = kBlockM / 64 + kBlockM / 32;
 constexpr uint32_t kSmemRows = kGemmType == kGemmMasked ? (kNumGroups * 8 + 15) / 16 * 16
                                                         : (kRecordSlots * kRecordWords * 4 + 15) / 16 * 16;
@@ -90,6 +91,7 @@ constexpr uint32_t kOffBar = kOffRows + kSmemRows;
 // tile) and `received`; for the contiguous record ring, full and empty per slot.
 constexpr uint32_t kSmemBytes = kOffBar + kStages * 16 + (kTailSplit ? 16 : 0) + kRecordSlots * 16;
 
+static_assert((kRecordSlots > 0) == (kGemmType == kGemmContiguous), "the record ring is the contiguous layout's");
 static_assert(kBlockM % 64 == 0 && kWaves >= 1 && kBlockM == kWaves * 64 * kNumMathWG, "bad BLOCK_M");
 static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N must be a multiple of 8 in [8, 256]");
 static_assert(kBlockN <= 128 || (128 % (kBlockN - 128)) == 0, "BLOCK_N > 128 must span at most two sb rows");
@@ -252,17 +254,22 @@ struct Scheduler {
         return true;
     }
 
-    // Contiguous, the producer warpgroup's second warp (one lane per row of each 32): tile t's record into
-    // `slot` of the ring. The math threads then hold no m_indices load in flight through the main loop: with
+    // Contiguous: the slot of the ring holding the n-th tile record, and the barrier phase of that use.
+    __device__ __forceinline__ static uint32_t record_slot(uint32_t n) { return n % kRecordSlots; }
+    __device__ __forceinline__ static uint32_t record_phase(uint32_t n) { return (n / kRecordSlots) & 1u; }
+
+    // Contiguous, the producer warpgroup's second warp (one lane per row of each 32): tile t's record, the
+    // n-th, into its slot of the ring. The math threads then hold no m_indices load in flight through the main loop: with
     // them, ptxas spilled the stage-aligned loop's tile code (NOTES.md v12, v13), and without the aligned
     // loop the contiguous kernel ran 5-7% behind the normal one.
-    __device__ __forceinline__ void publish(const Tile& t, uint64_t* full_bars, uint64_t* empty_bars, int32_t* ring,
-                                            uint32_t slot, uint32_t phase, uint32_t lane) const {
+    __device__ __forceinline__ void publish(const Tile& t, uint32_t n, uint64_t* full_bars, uint64_t* empty_bars,
+                                            int32_t* ring, uint32_t lane) const {
+        const uint32_t slot = record_slot(n);
         constexpr uint32_t kChunks = kBlockM / 32;
         int32_t id[kChunks];
 #pragma unroll
         for (uint32_t j = 0; j < kChunks; ++j) id[j] = __ldg(layout + min(t.m_block * kBlockM + j * 32 + lane, m - 1));
-        mbar_wait(&empty_bars[slot], phase ^ 1);
+        mbar_wait(&empty_bars[slot], record_phase(n) ^ 1);
         int32_t* words = ring + slot * kRecordWords;
 #pragma unroll
         for (uint32_t j = 0; j < kChunks; ++j) {
@@ -286,9 +293,8 @@ struct Scheduler {
             constexpr bool kMath = MathRole::value;
             uint32_t zero_words[2 * kWaves];
             if constexpr (kMath) {
-                const uint32_t slot = records % kRecordSlots, ring_phase = (records / kRecordSlots) & 1u;
-                ++records;
-                mbar_wait(&ring_full[slot], ring_phase);
+                const uint32_t slot = record_slot(records);
+                mbar_wait(&ring_full[slot], record_phase(records++));
                 const int32_t* words = ring + slot * kRecordWords;
 #pragma unroll
                 for (uint32_t s = 0; s < kSlabs; ++s) t.slab_group[s] = words[s];
@@ -497,11 +503,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
             if (warp == 1) {  // the record warp: every tile's record, up to kRecordSlots tiles ahead
                 Scheduler walk(m, layout, kBlockM);
                 Tile rt;
-                uint32_t slot = 0, ring_phase = 0;
-                while (walk.next(rt)) {
-                    walk.publish(rt, ring_full, ring_empty, smem_rows, slot, ring_phase, lane);
-                    if (++slot == kRecordSlots) slot = 0, ring_phase ^= 1;
-                }
+                for (uint32_t n = 0; walk.next(rt); ++n) walk.publish(rt, n, ring_full, ring_empty, smem_rows, lane);
             }
         }
         if constexpr (kFetchEarly) {
@@ -557,6 +559,14 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                 constexpr bool kWhole = decltype(whole_tile)::value;      // t.whole(): one pass, every slab
                 const uint32_t n0 = t.n_block * kBlockN;
                 CG8_MARK(kTraceTile, (kSplitTile ? t.split << 30 : 0u) | (t.n_block << 16) | t.m_block);
+                // Every CTA that loaded into (or multicast into) stage `st` must hear that it is free.
+                auto release = [&](uint32_t st) {
+                    if constexpr (kClusterSize > 1) {
+                        if (lane < kClusterSize) mbar_arrive_cluster(&empty[st], lane);
+                    } else {
+                        if (lane == 0) mbar_arrive(shared(&empty[st]));
+                    }
+                };
 #pragma unroll
                 for (uint32_t w = 0; w < kWaves; ++w)
 #pragma unroll
@@ -648,14 +658,6 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                             f[i * 4 + 1] += s0 * d[i * 4 + 1];
                             f[i * 4 + 2] += s1 * d[i * 4 + 2];
                             f[i * 4 + 3] += s1 * d[i * 4 + 3];
-                        }
-                    };
-                    // Every CTA that loaded into (or multicast into) this stage must hear that it is free.
-                    auto release = [&](uint32_t st) {
-                        if constexpr (kClusterSize > 1) {
-                            if (lane < kClusterSize) mbar_arrive_cluster(&empty[st], lane);
-                        } else {
-                            if (lane == 0) mbar_arrive(shared(&empty[st]));
                         }
                     };
                     const uint32_t kb_begin = kSplitTile ? t.kb_begin() : 0u;
@@ -758,7 +760,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     // Tiles with passes run the rolled loop; the next tile must start at stage 0 again.
                     for (; stage != 0; advance()) {  // the stages this tile leaves unused, as the producer does
                         mbar_wait(shared(&full[stage]), phase);
-                        if (lane == 0) mbar_arrive(shared(&empty[stage]));
+                        release(stage);
                     }
                 }
                 CG8_MARK(kTraceMainDone);

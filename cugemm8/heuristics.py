@@ -9,7 +9,7 @@ from dataclasses import dataclass
 SMEM_CAPACITY = 232_448          # bytes of dynamic shared memory a Hopper CTA may opt into
 BLOCK_K = 128
 MAX_STAGES = 16               # running stage counters: no unrolling cost per stage
-RECORD_SLOTS = 4                 # contiguous: tile records the record warp may run ahead (kRecordSlots)
+RECORD_SLOTS = 4                 # contiguous: tile records the record warp may run ahead (rendered as kRecordSlots)
 FULL_WAVE = 0.8                  # a last wave this full counts as full (tile efficiency matters more)
 RASTER_GROUP = 8                 # n-blocks per rasterization band (8 beat 16 by 4-5% at N=7168, M=4096)
 LAYOUTS = ("normal", "contiguous", "masked")
@@ -50,12 +50,17 @@ class KernelConfig:
     @property
     def smem_bytes(self) -> int:
         return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups, self.tail_split,
-                          self.layout == "contiguous")
+                          self.record_slots)
 
     @property
     def cluster_dims(self) -> int:
         """CTAs per cluster as launched (the grid is a multiple of it)."""
         return 2 if self.cluster > 1 or self.tail_split else 1
+
+    @property
+    def record_slots(self) -> int:
+        """Slots of the contiguous layout's tile-record ring (kRecordSlots; 0 elsewhere)."""
+        return RECORD_SLOTS if self.layout == "contiguous" else 0
 
     @property
     def masked_groups(self) -> int:
@@ -79,7 +84,7 @@ def ceil_div(a: int, b: int) -> int:
 
 
 def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: int = 0,
-               tail_split: bool = False, contiguous: bool = False) -> int:
+               tail_split: bool = False, record_slots: int = 0) -> int:
     """Must mirror the layout in cuda_src/fp8_gemm.cuh: the D tile; per stage A, B and A's scales;
     the tile's B scales (every k-block, one or two scale rows, 16-byte rounded); the masked layout's
     rows and running tile totals per group, or the contiguous layout's ring of tile records (16-byte
@@ -87,8 +92,8 @@ def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: i
     sb_rows = 1 if 128 % block_n == 0 else 2
     sb = -(-(ceil_div(k, BLOCK_K) * sb_rows * 4) // 16) * 16
     rows = -(-(masked_groups * 8) // 16) * 16
-    if contiguous:  # RECORD_SLOTS records of one id per 64-row slab and one bit per row
-        rows = -(-(RECORD_SLOTS * (block_m // 64 + block_m // 32) * 4) // 16) * 16 + RECORD_SLOTS * 16
+    if record_slots:  # records of one id per 64-row slab and one bit per row, and their barriers
+        rows = -(-(record_slots * (block_m // 64 + block_m // 32) * 4) // 16) * 16 + record_slots * 16
     return (block_m * block_n * 2 + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16) + sb + rows
             + (16 if tail_split else 0))
 
@@ -123,10 +128,10 @@ def block_n_candidates(block_m: int) -> list[int]:
 
 
 def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0, tail_split: bool = False,
-            contiguous: bool = False) -> int:
+            record_slots: int = 0) -> int:
     limit = min(MAX_STAGES, max(1, ceil_div(k, BLOCK_K)))
     for s in range(limit, 0, -1):
-        if smem_bytes(block_m, block_n, s, k, masked_groups, tail_split, contiguous) <= SMEM_CAPACITY:
+        if smem_bytes(block_m, block_n, s, k, masked_groups, tail_split, record_slots) <= SMEM_CAPACITY:
             return s
     return 0
 
@@ -138,7 +143,8 @@ def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, bloc
     `tail_split` says otherwise): for the heuristic itself, and for sweeps and tools that name a tile."""
     if tail_split is None:
         tail_split = cluster == 1 and tail_split_for(layout, block_n, k)
-    stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split, layout == "contiguous")
+    stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split,
+                     RECORD_SLOTS if layout == "contiguous" else 0)
     return KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=block_m, block_n=block_n,
                         stages=stages, num_math_wg=1 if block_m == 64 else 2, swizzle_d=swizzle_for(block_n),
                         cluster=cluster, tail_split=tail_split)

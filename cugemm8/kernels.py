@@ -58,6 +58,7 @@ def render(cfg: KernelConfig) -> str:
         "kRasterGroup": cfg.raster_group,
         "kClusterSize": cfg.cluster,
         "kTailSplit": int(cfg.tail_split),
+        "kRecordSlots": cfg.record_slots,
     }
     lines = ['#include "ptx.cuh"', "namespace cg8 {"]
     lines += [f"constexpr uint32_t {name} = {value};" for name, value in consts.items()]

@@ -35,7 +35,7 @@ def test_candidates_follow_the_rules():
             assert c.block_m in (64, 128, 256) and c.block_n % 16 == 0
             assert c.block_n in heuristics.block_n_candidates(c.block_m)
             assert c.stages == heuristics._stages(c.block_m, c.block_n, k, c.masked_groups,
-                                                  contiguous=layout == "contiguous") >= 2
+                                                  record_slots=c.record_slots) >= 2
             assert c.num_math_wg == (1 if c.block_m == 64 else 2)
             assert c.swizzle_d == heuristics.swizzle_for(c.block_n)
             assert c.smem_bytes <= heuristics.SMEM_CAPACITY
