@@ -10,7 +10,9 @@ and sits between two CUDA events; the median over --reps calls is quoted. cuBLAS
 torch, when it is importable and sees the GPU) run in the same loop, alternating with cugemm8, on the
 same FP8 bytes (DLPack, zero-copy). So does DeepGEMM when `deep_gemm` is importable (an optional peer,
 never a dependency: the API of the public repository at 8dfa329, which the H200 anchors were measured
-with). Results go to <out>/<gpu>-<UTC time>.json and a PNG next to it.
+with). The grouped anchors timed DeepGEMM by itself, so the grouped tables also time cugemm8 and
+DeepGEMM each alone (`time_alone`) and compare that with the anchor too. Results go to
+<out>/<gpu>-<UTC time>.json and a PNG next to it.
 
 Importing this module needs neither a GPU, CuPy nor torch: those are imported inside functions.
 """
@@ -481,13 +483,42 @@ def time_interleaved(env: Env, fns: dict, reps: int) -> dict[str, list[float]]:
     return times
 
 
-def measure(env: Env, cands: list[Candidate], reps: int, flops: int, nbytes: int) -> dict:
+def time_alone(env: Env, fns: dict, reps: int) -> dict[str, list[float]]:
+    """The anchors' grouped protocol: each implementation timed with nothing else running, from an idle GPU
+    (DeepGEMM's grouped anchors were measured alone). The interleaved loop runs two or three heavy kernels
+    per rep, which reaches the power cap's lower clock step sooner than one kernel alone does. Every
+    implementation gets two blocks of reps, in forward then reverse order, so neither always goes first."""
+    times = {name: [] for name in fns}
+    for name in list(fns) + list(reversed(fns)):
+        times[name] += time_interleaved(env, {name: fns[name]}, reps)[name]
+    return times
+
+
+def measure(env: Env, cands: list[Candidate], reps: int, flops: int, nbytes: int, alone=()) -> dict:
+    """Times the candidates that pass their check, alternating call by call; then the ones named in `alone`
+    once more, each by itself (time_alone): `alone_median_s` and `alone_samples_s`."""
     entries, timed = check_candidates(env, cands)
     for name, samples in time_interleaved(env, timed, reps).items():
         t = statistics.median(samples)
         entries[name].update(median_s=t, min_s=min(samples), max_s=max(samples), tflops=flops / t * 1e-12,
                              gbps=nbytes / t * 1e-9, samples_s=samples)
+    solo = {name: timed[name] for name in alone if name in timed}
+    for name, samples in time_alone(env, solo, reps).items():
+        entries[name].update(alone_median_s=statistics.median(samples), alone_samples_s=samples)
     return entries
+
+
+def alone_row(row: dict, entries: dict, cg_name: str, dg_name: str, flops: int) -> None:
+    """row["alone"]: cugemm8 and DeepGEMM timed alone, the way the H200 anchors were (time_alone)."""
+    t_cg = entries.get(cg_name, {}).get("alone_median_s")
+    t_dg = entries.get(dg_name, {}).get("alone_median_s")
+    if t_cg is None:
+        return
+    anchor = row.get("deepgemm_h200_tflops")
+    tf_cg, tf_dg = flops / t_cg * 1e-12, t_dg and flops / t_dg * 1e-12
+    row["alone"] = {"cugemm8_tflops": tf_cg, "deepgemm_tflops": tf_dg,
+                    "cugemm8_over_anchor": ratio(tf_cg, anchor), "deepgemm_over_anchor": ratio(tf_dg, anchor),
+                    "deepgemm_over_cugemm8_time": ratio(t_dg, t_cg)}
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -567,9 +598,11 @@ def bench_contiguous_shape(env: Env, shape: Shape, reps: int) -> dict:
     dense_out = cp.empty((g * seg, n), dtype=cg.api.BF16)
     dense = Candidate("dense_same_mnk", lambda: cg.matmul(a, sa_tma, b[0], sb[0], out=dense_out), lambda: None)
     dg = deepgemm_candidate(env, "deepgemm", lambda dg: dg.contiguous(a, sa, b, sb, m_indices), diff_of)
+    flops = gemm_flops(g * m, n, k)
     entries = measure(env, [cugemm8_candidate(env, call, diff_of), dense] + dg, reps,
-                      gemm_flops(g * m, n, k), gemm_bytes(g * m, n, k, g))
+                      flops, gemm_bytes(g * m, n, k, g), alone=("cugemm8", "deepgemm"))
     row = finish_row(row, entries)
+    alone_row(row, entries, "cugemm8", "deepgemm", flops)
     row["dense_time_over_contiguous"] = ratio(entries.get("dense_same_mnk", {}).get("median_s"),
                                               entries.get("cugemm8", {}).get("median_s"))
     return row
@@ -612,8 +645,12 @@ def bench_masked_shape(env: Env, shape: Shape, reps: int) -> dict:
             a, sa_tma, b, sb, anchor_m, shape.m, out=out_masked), lambda: None))
         cands += deepgemm_candidate(env, "deepgemm_at_anchor_rows",
                                     lambda dg: dg.masked(a, sa, b, sb, anchor_m, shape.m), None)
-    entries = measure(env, cands, reps, gemm_flops(valid, n, k), gemm_bytes(valid, n, k, g))
+    # The anchor is DeepGEMM alone at its own rows: that pair is also timed alone.
+    alone = ("masked_at_anchor_rows", "deepgemm_at_anchor_rows") if anchor_rows else ()
+    entries = measure(env, cands, reps, gemm_flops(valid, n, k), gemm_bytes(valid, n, k, g), alone=alone)
     row = finish_row(row, entries)
+    if anchor_rows:
+        alone_row(row, entries, *alone, gemm_flops(anchor_rows, n, k))
     at = entries.get("masked_at_anchor_rows", {}).get("median_s")
     if anchor_rows and at:
         row["anchor_masked_m"] = at_anchor
@@ -884,6 +921,12 @@ def row_text(row: dict, dense: bool) -> str:
         if row.get("ratio_deepgemm_at_anchor_rows") is not None:
             line += f", DeepGEMM same run {fmt(us(res['deepgemm_at_anchor_rows']), '.1f')} µs, " \
                     f"DG/cg {row['ratio_deepgemm_at_anchor_rows']:.2f}"
+    a = row.get("alone")
+    if a:
+        line += f" | alone (as the anchors): {a['cugemm8_tflops']:.0f} TFLOPS, cg/DG-H200 {fmt(a['cugemm8_over_anchor'], '.2f', 0)}"
+        if a["deepgemm_tflops"]:
+            line += (f"; DeepGEMM alone {a['deepgemm_tflops']:.0f} TFLOPS = {a['deepgemm_over_anchor']:.2f} of its"
+                     f" anchor, DG/cg {a['deepgemm_over_cugemm8_time']:.2f}")
     notes = [f"{name}:{status_text(e)}" for name, e in res.items() if status_text(e) and name not in
              ("dense_same_mnk", "masked_one_group", "dense_one_group", "masked_at_anchor_rows",
               "deepgemm_at_anchor_rows")]
@@ -919,6 +962,9 @@ def table_summary(rows: list[dict]) -> dict:
     live = [r["ratio_deepgemm"] for r in ok if r.get("ratio_deepgemm")]
     slowest = min((r for r in ok if r.get("ratio_deepgemm")), key=lambda r: r["ratio_deepgemm"], default=None)
     worst = min((r for r in ok if r["ratio_blockwise"]), key=lambda r: r["ratio_blockwise"], default=None)
+    alone = [r["alone"] for r in ok if r.get("alone")]
+    worst_alone = min((r for r in ok if r.get("alone") and r["alone"]["cugemm8_over_anchor"]),
+                      key=lambda r: r["alone"]["cugemm8_over_anchor"], default=None)
     bad = [row_label(r) for r in rows if "error" in r or r.get("results", {}).get("cugemm8", {}).get("status") != "ok"]
     return {"geomean_blockwise_over_cugemm8": geomean(bw), "geomean_per_tensor_over_cugemm8": geomean(pt),
             "min_blockwise_over_cugemm8": worst and worst["ratio_blockwise"],
@@ -928,6 +974,11 @@ def table_summary(rows: list[dict]) -> dict:
             "geomean_deepgemm_over_cugemm8": geomean(live), "rows_compared_deepgemm": len(live),
             "min_deepgemm_over_cugemm8": slowest and slowest["ratio_deepgemm"],
             "min_deepgemm_shape": slowest and row_label(slowest),
+            "geomean_alone_cugemm8_over_deepgemm_h200": geomean(a["cugemm8_over_anchor"] for a in alone),
+            "min_alone_cugemm8_over_deepgemm_h200": worst_alone and worst_alone["alone"]["cugemm8_over_anchor"],
+            "min_alone_shape": worst_alone and row_label(worst_alone),
+            "geomean_alone_deepgemm_over_deepgemm_h200": geomean(a["deepgemm_over_anchor"] for a in alone),
+            "geomean_alone_deepgemm_over_cugemm8": geomean(a["deepgemm_over_cugemm8_time"] for a in alone),
             "cugemm8_not_ok": bad}
 
 
@@ -954,6 +1005,11 @@ def print_summary(results: dict, info: dict, json_path: Path) -> None:
         if s.get("geomean_deepgemm_over_cugemm8"):
             line += (f"; DeepGEMM (same run)/cugemm8 time geomean {s['geomean_deepgemm_over_cugemm8']:.2f}x"
                      f" (min {s['min_deepgemm_over_cugemm8']:.2f}x at {s['min_deepgemm_shape']})")
+        if s.get("geomean_alone_cugemm8_over_deepgemm_h200"):
+            line += (f"; timed alone as the anchors were: cugemm8/DeepGEMM-H200-anchor geomean"
+                     f" {s['geomean_alone_cugemm8_over_deepgemm_h200']:.2f}x (min {s['min_alone_cugemm8_over_deepgemm_h200']:.2f}x"
+                     f" at {s['min_alone_shape']}), DeepGEMM alone/its anchor "
+                     f"{fmt(s['geomean_alone_deepgemm_over_deepgemm_h200'], '.2f', 0)}x")
         if s["cugemm8_not_ok"]:
             line += f"; cugemm8 wrong/error on {', '.join(s['cugemm8_not_ok'])}"
         print(line)
@@ -1025,6 +1081,8 @@ def run_info(env: Env, args) -> dict:
             "deepgemm": env.deepgemm_note,
             "protocol": {"flush_bytes": FLUSH_BYTES, "statistic": "median", "diff_limit": DIFF_LIMIT,
                          "warmup_calls": WARMUP_CALLS, "settle_s": SETTLE_S, "seed": SEED,
+                         "alone": "grouped shapes: cugemm8 and DeepGEMM also timed each by itself "
+                                  "(time_alone), as the anchors were",
                          "timer": "CUDA events around one call",
                          "cugemm8_call": "pre-aligned a_scale (get_col_major_tma_aligned_tensor), out= preallocated"},
             "anchors": {"gpu": ANCHOR_GPU, "source": "shared/reference/anchors/h200-2026-11-22.json"},

@@ -190,3 +190,41 @@ def test_deepgemm_peer_is_optional(monkeypatch):
         setattr(module, name, lambda *a: None)
     peer, note = bench.load_deepgemm(fake_peers)
     assert isinstance(peer, bench.DeepGemmPeer) and note.startswith("deep_gemm from")
+
+
+def test_alone_timing_goes_forward_then_back(monkeypatch):
+    """time_alone gives every implementation two blocks of its own, in forward then reverse order."""
+    order = []
+
+    def fake_interleaved(env, fns, reps):
+        (name,) = fns
+        order.append(name)
+        return {name: [float(len(order))] * reps}
+
+    monkeypatch.setattr(bench, "time_interleaved", fake_interleaved)
+    times = bench.time_alone(None, {"a": None, "b": None}, 2)
+    assert order == ["a", "b", "b", "a"]
+    assert times == {"a": [1.0, 1.0, 4.0, 4.0], "b": [2.0, 2.0, 3.0, 3.0]}
+
+
+def test_alone_row_against_the_anchor():
+    shape = bench.Shape("contiguous", 4, 8192, 4096, 7168)
+    row = bench.base_row(shape)
+    flops = bench.gemm_flops(4 * 8192, 4096, 7168)
+    anchor = row["deepgemm_h200_tflops"]
+    t_anchor = flops / (anchor * 1e12)
+    entries = {"cugemm8": {"alone_median_s": t_anchor / 1.1}, "deepgemm": {"alone_median_s": t_anchor}}
+    bench.alone_row(row, entries, "cugemm8", "deepgemm", flops)
+    a = row["alone"]
+    assert a["cugemm8_over_anchor"] == pytest.approx(1.1) and a["deepgemm_over_anchor"] == pytest.approx(1.0)
+    assert a["deepgemm_over_cugemm8_time"] == pytest.approx(1.1)
+    row2 = bench.base_row(shape)
+    bench.alone_row(row2, {"cugemm8": {"alone_median_s": t_anchor}}, "cugemm8", "deepgemm", flops)
+    assert row2["alone"]["deepgemm_tflops"] is None and row2["alone"]["deepgemm_over_cugemm8_time"] is None
+    row2["results"], row["results"] = {}, {}
+    for r in (row, row2):
+        r.update(ratio_blockwise=None, ratio_per_tensor=None, vs_deepgemm_h200=None)
+    s = bench.table_summary([row, row2])
+    assert s["geomean_alone_cugemm8_over_deepgemm_h200"] == pytest.approx(1.1 ** 0.5)
+    assert s["min_alone_cugemm8_over_deepgemm_h200"] == pytest.approx(1.0)
+    assert s["geomean_alone_deepgemm_over_deepgemm_h200"] == pytest.approx(1.0)
