@@ -48,16 +48,21 @@ constexpr bool kMayStraddle = (128 % kBlockN) != 0;  // a tile may span two 128-
 // Two accumulator sets (MMA of one k-block overlaps the promotion of the previous) where registers
 // allow: one 64-row slab per warpgroup and 3 x kBlockN/2 live FP32 registers.
 constexpr uint32_t kAccSets = (kWaves == 1 && kBlockN <= 128) ? 2 : 1;
-// Stage-aligned tiles (two slabs per math warpgroup; normal and contiguous layouts): every tile's k-loop
-// starts at stage 0 (the producer and the consumers pass through the stages a tile leaves unused), so the
-// main loop is unrolled over the stages with compile-time shared-memory and barrier addresses (H200,
-// 256x128: 3-4% faster at K = 1536..16384 for the normal layout, 3.5% at K = 7168 for the contiguous one).
-// Not where the unused stages would be a large share of the ring: K = 512 with 3 stages passed 2 of every 6
-// through and measured 5-8% slower (normal); the contiguous kernel at K = 2048 (2 of every 18) was 0.7-0.8%
-// slower with evenly sized experts (1% faster with uneven ones), so it asks for twice the k-blocks.
-constexpr bool kAlignStages = kAccSets == 1 && kWaves == 2 && kGemmType != kGemmMasked && kClusterSize == 1 &&
-                              (kNumKBlocks % kStages == 0 ||
-                               kNumKBlocks >= (kGemmType == kGemmContiguous ? 8 : 4) * kStages);
+// Two ways to walk the stage ring with compile-time shared-memory and barrier addresses (two slabs per
+// math warpgroup). Both unroll the main loop over the stages, one round of the ring at a time.
+// - Stage-aligned tiles (normal layout): every tile's k-loop starts at stage 0; the producer and the
+//   consumers pass through the stages a tile leaves unused (H200, 256x128: 3-4% faster at K = 1536..16384).
+//   Not where the unused stages would be a large share of the ring: K = 512 with 3 stages passed 2 of every
+//   6 through and measured 5-8% slower.
+// - Ring rounds (contiguous layout): a tile takes the ring where the previous one left it: rolled k-blocks
+//   up to stage 0, whole rounds, rolled k-blocks for the rest; nothing is passed through. Against the
+//   stage-aligned walk it measured 2.5% faster at K = 2048 (there the aligned walk had lost 0.8% to the
+//   rolled loop) and 1% at K = 7168. For the normal layout it measured mixed (1.3-1.5% faster at K = 2048,
+//   0.3-1.2% slower at K = 512, 1536 and 16384), so that keeps the stage-aligned walk (NOTES.md v15).
+constexpr bool kAlignStages = kAccSets == 1 && kWaves == 2 && kGemmType == kGemmNormal && kClusterSize == 1 &&
+                              (kNumKBlocks % kStages == 0 || kNumKBlocks >= 4 * kStages);
+constexpr bool kRingRounds = kAccSets == 1 && kWaves == 2 && kGemmType == kGemmContiguous && kClusterSize == 1 &&
+                             !kTailSplit && kNumKBlocks >= kStages;
 
 // Output tile in shared memory: kBlockN columns split into atoms of kAtomBytes per row (the TMA
 // swizzle span), each atom kBlockM rows, stored one after another.
@@ -531,11 +536,12 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         float acc[2][kBlockN / 2];  // the second set is only used when kAccSets == 2
         float fin[kWaves][kBlockN / 2];
         // Shared-memory addresses of the main loop, all formed from one base. For the contiguous layout's
-        // rolled loop the base comes out of a warp reduction, which ptxas keeps in a uniform register:
+        // rolled-only loops the base comes out of a warp reduction, which ptxas keeps in a uniform register:
         // otherwise (NVRTC 13.0) it re-derived the base from SR_CgaCtaId on every k-block, and the S2UR's
         // latency stood before each stage's barrier wait (ncu: 2% of all stall samples, at 256x128). (With
-        // the stage-aligned loop, pinned, ptxas formed the descriptors per thread: R2UR before every wgmma.)
-        constexpr bool kPinnedBase = kGemmType == kGemmContiguous && !kAlignStages;
+        // the ring rounds, pinned, ptxas formed the descriptors per thread, R2UR before every wgmma, and
+        // spilled; unpinned, none of their loops re-derives the base: a CPU test checks.)
+        constexpr bool kPinnedBase = kGemmType == kGemmContiguous && !kRingRounds;
         const uint32_t smem_base = kPinnedBase ? __reduce_or_sync(~0u, smem_addr(smem)) : smem_addr(smem);
         auto shared = [&](const void* p) -> uint32_t {
             if constexpr (kPinnedBase) return smem_base + uint32_t(static_cast<const uint8_t*>(p) - smem);
@@ -706,6 +712,25 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                                         release(st.value);
                                     });
                                     phase ^= 1;
+                                }
+                            } else if constexpr (kRingRounds) {
+                                // Rolled up to stage 0, whole rounds of the ring (the stage a compile-time
+                                // constant in each copy), rolled again for the rest.
+                                uint32_t kb = 0;
+#pragma unroll 1
+                                for (; stage != 0; ++kb) {  // at most kStages - 1 <= kNumKBlocks k-blocks
+                                    kblock(kb, stage);
+                                    advance();
+                                }
+#pragma unroll 1
+                                for (uint32_t r = (kNumKBlocks - kb) / kStages; r != 0; --r, kb += kStages) {
+                                    static_for<0, kStages>([&](auto st) { kblock(kb + st.value, st.value); });
+                                    phase ^= 1;
+                                }
+#pragma unroll 1
+                                for (; kb < kNumKBlocks; ++kb) {
+                                    kblock(kb, stage);
+                                    advance();
                                 }
                             } else {
 #pragma unroll 1
