@@ -306,8 +306,11 @@ struct Scheduler {
 #pragma unroll
                 for (uint32_t i = 0; i < 2 * kWaves; ++i)
                     zero_words[i] = uint32_t(words[kSlabs + (thread_row + (i / 2) * 64 + (i % 2) * 8) / 32]);
-                __syncwarp();  // every lane has read the record: one arrival per math warp frees the slot
-                if (threadIdx.x % 32 == 0) mbar_arrive(&ring_empty[slot]);
+                // Every math thread arrives (a release) after its own reads: all of them free the slot. (One
+                // arrival per warp after a __syncwarp is as correct, but ptxas drops the warp barrier in
+                // converged code, and compute-sanitizer's racecheck then reports the record warp's next
+                // write into the slot as a race with the other lanes' reads.)
+                mbar_arrive(&ring_empty[slot]);
             }
             t.passes = t.heads = t.valid = 0;
             int32_t prev = -1;
@@ -398,7 +401,7 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
         }
         static_for<0, kRecordSlots>([&](auto s) {
             mbar_init(&ring_full[s.value], 1);                  // the record warp's arrival
-            mbar_init(&ring_empty[s.value], kMathThreads / 32);  // every math warp has read the record
+            mbar_init(&ring_empty[s.value], kMathThreads);  // every math thread has read the record
         });
         if constexpr (kTailSplit) {
             mbar_init(split_ready, 1);     // the peer's arrival

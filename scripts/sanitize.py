@@ -122,6 +122,10 @@ EDGE_CASES = [
      "m_indices": contiguous_ids([(0, 100), (-1, 28), (-1, 128), (2, 128), (-1, 128)]), "a_scale": "aligned"},
     {"name": "edge contiguous out-of-range ids", "layout": "contiguous", "groups": 2, "n": 128, "k": 128,
      "m_indices": contiguous_ids([(5, 128), (1, 60), (-9, 68)]), "a_scale": "aligned"},
+    # 256x128 tiles on two CTAs, 16 k-blocks in 3 stages: tiles start at every stage of the ring (ring rounds)
+    {"name": "edge contiguous ring rounds from every stage (256x128, K=2048, 2 CTAs)", "layout": "contiguous",
+     "groups": 3, "n": 256, "k": 2048, "force": (256, 128), "num_sms": 2, "a_scale": "aligned",
+     "m_indices": contiguous_ids([(0, 64), (2, 100), (-1, 28), (1, 768), (-1, 64), (2, 256)])},
 ]
 
 
@@ -145,6 +149,9 @@ def build_cases(num_sms: int, tiny: bool) -> tuple[list[dict], str]:
     cases = [forced_case(cfg, labels, tiny) for cfg, labels in configs.items()]
     for edge in EDGE_CASES:
         case = dict(edge)
+        if "force" in case:   # an explicit tile shape instead of the heuristic's
+            case["config"] = dataclasses.asdict(heuristics.make_config(
+                case["layout"], case["n"], case["k"], case.get("groups", 1), *case.pop("force")))
         cfg = heuristics.choose(*plan_inputs(case), num_sms).config
         case["chosen"] = dataclasses.asdict(cfg)
         cases.append(case)
@@ -214,7 +221,7 @@ def run_case(case: dict, tiny: bool) -> str:
     api._prepared.clear()           # forced cases may share a call signature with another configuration
     if "config" in case:
         cfg = heuristics.KernelConfig(**case["config"])
-        num_sms = runtime.get_num_sms()
+        num_sms = case.get("num_sms") or runtime.get_num_sms()
         if cfg.layout == "normal":
             tiles = -(-case["m"] // cfg.block_m) * cfg.num_n_blocks
         elif cfg.layout == "contiguous":

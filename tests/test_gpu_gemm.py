@@ -290,29 +290,43 @@ def test_multicast_cluster_of_two_masked():
 # the kernel runs one pass per run of 64-row slabs with the same expert. Run every tile height
 # explicitly (the heuristic keeps 256-row tiles for large experts) over segments that split tiles into
 # two, three and four passes, with empty experts, padding slabs and ids past the last expert.
-@pytest.mark.parametrize("bm, bn, n", [(256, 128, 256), (128, 128, 256), (64, 64, 256), (128, 160, 320)])
-def test_contiguous_tiles_spanning_experts(bm, bn, n):
+def _check_contiguous_segments(bm, bn, n, k, grid=None, more=()):
     from cugemm8.heuristics import make_config
 
-    groups, k = 5, 384
+    groups = 5
     cfg = make_config("contiguous", n, k, groups, bm, bn)
     # (expert, rows) in order; every segment padded to 64 with -1. Expert 9 is past the last (padding).
-    segments = [(0, 50), (1, 64), (2, 1), (3, 64), (9, 64), (4, 200), (1, 0), (0, 130), (3, 7), (2, 64)]
+    segments = [(0, 50), (1, 64), (2, 1), (3, 64), (9, 64), (4, 200), (1, 0), (0, 130), (3, 7), (2, 64), *more]
     idx = []
     for g, r in segments:
         idx += [g] * r + [-1] * (-(-r // 64) * 64 - r)
     idx = np.array(idx, dtype=np.int32)
     idx[idx.size - 64 + 5] = 7  # a row inside a valid slab with an id past the last expert: zeros
     m = idx.size
-    rng = cupy.random.default_rng(bm + n)
+    rng = cupy.random.default_rng(bm + n + k)
     x = rng.standard_normal((m, k), dtype=cupy.float32)
     w = rng.standard_normal((groups, n, k), dtype=cupy.float32)
     a, sa = cugemm8.per_token_cast_to_fp8(x)
     b, sb = cugemm8.per_block_cast_to_fp8(w)
     out = poisoned((m, n))
-    runtime.bind(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out, layout=cupy.asarray(idx))()
+    runtime.bind(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out, layout=cupy.asarray(idx),
+                 grid=grid)()
     expert_rows = (idx >= 0) & (idx < groups)
     assert bool((out[cupy.asarray(~expert_rows)].view(cupy.uint16) == 0).all()), "non-expert rows must be zero"
     for g in range(groups):
         rows = cupy.asarray(np.nonzero(idx == g)[0])
         check_against_reference(out[rows], a[rows], sa[rows], b[g], sb[g], x[rows], w[g])
+
+
+@pytest.mark.parametrize("bm, bn, n", [(256, 128, 256), (128, 128, 256), (64, 64, 256), (128, 160, 320)])
+def test_contiguous_tiles_spanning_experts(bm, bn, n):
+    _check_contiguous_segments(bm, bn, n, 384)
+
+
+# 256x128 contiguous tiles walk the stage ring in rounds from wherever the previous tile left it (rolled
+# k-blocks up to stage 0, rounds, rolled k-blocks). With k-blocks not a multiple of the 3 stages and two
+# CTAs for 18 tiles, tiles start at every stage: tiles of several experts, and whole tiles (the extra
+# segments at the end).
+@pytest.mark.parametrize("k", [640, 2048])
+def test_contiguous_ring_rounds_from_every_stage(k):
+    _check_contiguous_segments(256, 128, 256, k, grid=2, more=[(1, 1024), (4, 256)])
