@@ -672,10 +672,15 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     const uint32_t kb_begin = kSplitTile ? t.kb_begin() : 0u;
                     const uint32_t kb_end = kSplitTile ? t.kb_end() : kNumKBlocks;
 
-                    if (kGemmType == kGemmContiguous && waves == 0) {
+                    // Masked, one slab per warpgroup: a slab wholly past the group's valid rows (a group's last
+                    // m-block often holds few) has nothing to compute. Its warpgroup walks the ring, and the
+                    // other one has the tensor cores to itself.
+                    const bool idle_slab = kGemmType == kGemmMasked && kWaves == 1 && kNumMathWG == 2 &&
+                                           __reduce_or_sync(~0u, t.m_block * kBlockM + wg_mma * 64 >= t.rows ? 1u : 0u);
+                    if ((kGemmType == kGemmContiguous && waves == 0) || idle_slab) {
                         // No slab of this warpgroup in the pass: walk the ring with the other warpgroup.
 #pragma unroll 1
-                        for (uint32_t kb = 0; kb < kNumKBlocks; ++kb) {
+                        for (uint32_t kb = kb_begin; kb < kb_end; ++kb) {
                             mbar_wait(shared(&full[stage]), phase);
                             release(stage);
                             advance();
