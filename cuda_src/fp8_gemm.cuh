@@ -243,7 +243,25 @@ struct Scheduler {
         if (g >= kNumGroups) return false;
         const uint32_t first = g == 0 ? 0u : uint32_t(tile_end[g - 1]);
         t.rows = uint32_t(layout[g]);
-        raster(idx - first, (t.rows + kBlockM - 1) / kBlockM, t.m_block, t.n_block);
+        const uint32_t m_blocks = (t.rows + kBlockM - 1) / kBlockM;
+        const uint32_t local = idx - first;
+        // Longest first: a last m-block of at most 64 valid rows is about half a tile's work (its second
+        // slab is idle). When the last wave is no larger than one m-block's tiles, and the last group
+        // holding tiles ends in such a block, its tiles go to the end of the sequence: the last wave (or
+        // split tail) is then all light tiles instead of lengthening some CTAs' runs of full tiles.
+        // Otherwise the order stays, since moving them only loses their B tiles' L2 sharing with the
+        // group's other m-blocks (3% slower at 807 rows, H200).
+        const uint32_t total = uint32_t(tile_end[kNumGroups - 1]);
+        const uint32_t last_wave = total % gridDim.x;
+        const bool light_last = kWaves == 1 && kNumMathWG == 2 && (t.rows % kBlockM) - 1u < 64u &&
+                                uint32_t(tile_end[g]) == total && last_wave - 1u < kNumNBlocks;
+        const uint32_t full_tiles = light_last ? (m_blocks - 1) * kNumNBlocks : ~0u;
+        if (local >= full_tiles) {
+            t.m_block = m_blocks - 1;
+            t.n_block = local - full_tiles;
+        } else {
+            raster(local, light_last ? m_blocks - 1 : m_blocks, t.m_block, t.n_block);
+        }
         t.group = int32_t(g);
         t.passes = 1;
         return true;

@@ -126,6 +126,10 @@ EDGE_CASES = [
     {"name": "edge contiguous ring rounds from every stage (256x128, K=2048, 2 CTAs)", "layout": "contiguous",
      "groups": 3, "n": 256, "k": 2048, "force": (256, 128), "num_sms": 2, "a_scale": "aligned",
      "m_indices": contiguous_ids([(0, 64), (2, 100), (-1, 28), (1, 768), (-1, 64), (2, 256)])},
+    # 128x128 tiles on 8 CTAs, 5 n-blocks: the last group's 20-row block goes last and its tiles are split
+    {"name": "edge masked light last blocks go last, split (128x128, K=1024, 8 CTAs)", "layout": "masked",
+     "groups": 3, "max_m": 300, "n": 640, "k": 1024, "masked_m": [300, 0, 20], "expected_m": 256,
+     "force": (128, 128), "num_sms": 8, "a_scale": "aligned"},
 ]
 
 
@@ -149,9 +153,11 @@ def build_cases(num_sms: int, tiny: bool) -> tuple[list[dict], str]:
     cases = [forced_case(cfg, labels, tiny) for cfg, labels in configs.items()]
     for edge in EDGE_CASES:
         case = dict(edge)
-        if "force" in case:   # an explicit tile shape instead of the heuristic's
+        if "force" in case:   # an explicit tile shape instead of the heuristic's (split as it would split)
+            bm, bn = case.pop("force")
             case["config"] = dataclasses.asdict(heuristics.make_config(
-                case["layout"], case["n"], case["k"], case.get("groups", 1), *case.pop("force")))
+                case["layout"], case["n"], case["k"], case.get("groups", 1), bm, bn,
+                tail_split=heuristics.tail_split_for(case["layout"], bn, case["k"])))
         cfg = heuristics.choose(*plan_inputs(case), num_sms).config
         case["chosen"] = dataclasses.asdict(cfg)
         cases.append(case)

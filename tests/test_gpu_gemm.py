@@ -255,6 +255,37 @@ def test_masked_split_last_wave(bm, bn, k):
     assert cases == {"all split", "split tail", "tail too large", "no tail"}
 
 
+def test_masked_light_last_blocks_go_last():
+    # A last m-block of at most 64 valid rows is about half a tile's work. When the last wave is no larger
+    # than one m-block's tiles and the last group holding tiles ends in such a block, the kernel runs
+    # that block's tiles last (split, when the last wave is small enough). Every tile must still be
+    # computed once, reordered or not.
+    from cugemm8.heuristics import make_config
+
+    groups, grid, bm, bn, k = 3, 8, 128, 128, 1024
+    n_blocks = 5
+    n = n_blocks * bn
+    cfg = make_config("masked", n, k, groups, bm, bn, tail_split=True)
+    max_m = 3 * bm
+    x, w, a, sa, b, sb = make_masked(groups, max_m, n, k, seed=77)
+    sa_aligned = cugemm8.get_col_major_tma_aligned_tensor(sa)
+    draws = [[300, 0, 20], [192, 0, 0], [64, 0, 0], [384, 384, 260], [0, 0, 276], [129, 65, 0], [1, 1, 1]]
+    cases = set()
+    for masked in draws:
+        total = sum(-(-r // bm) for r in masked) * n_blocks
+        last_rows = [r for r in masked if r][-1]
+        reordered = 0 < last_rows % bm <= 64 and 0 < total % grid <= n_blocks
+        cases.add((reordered, _split_case(total, grid)))
+        out = poisoned((groups, max_m, n))
+        runtime.bind(cfg, a, sa_aligned, b, sb, out, layout=cupy.asarray(np.array(masked, dtype=np.int32)),
+                     grid=grid)()
+        for g, r in enumerate(masked):
+            assert bool((out[g, r:].view(cupy.uint16) == 0xFFFF).all()), (masked, g)
+            if r:
+                check_against_reference(out[g, :r], a[g, :r], sa[g, :r], b[g], sb[g], x[g, :r], w[g])
+    assert {(True, "split tail"), (True, "tail too large"), (False, "tail too large")} <= cases, cases
+
+
 # ----------------------------------------------------------------------------- TMA multicast
 # The heuristic does not pick clusters of 2 at present: run those configurations explicitly.
 @pytest.mark.parametrize("bm, bn", [(256, 128), (128, 96), (64, 64)])
