@@ -48,6 +48,9 @@ constexpr bool kMayStraddle = (128 % kBlockN) != 0;  // a tile may span two 128-
 // Two accumulator sets (MMA of one k-block overlaps the promotion of the previous) where registers
 // allow: one 64-row slab per warpgroup and 3 x kBlockN/2 live FP32 registers.
 constexpr uint32_t kAccSets = (kWaves == 1 && kBlockN <= 128) ? 2 : 1;
+// Masked tiles of one 64-row slab per math warpgroup: a slab wholly past its group's valid rows is idle (its
+// warpgroup computes nothing), so a group's last block of at most 64 valid rows is about half a tile's work.
+constexpr bool kIdleSlabs = kGemmType == kGemmMasked && kWaves == 1 && kNumMathWG == 2;
 // Two ways to walk the stage ring with compile-time shared-memory and barrier addresses (two slabs per
 // math warpgroup). Both unroll the main loop over the stages, one round of the ring at a time.
 // - Stage-aligned tiles (normal layout): every tile's k-loop starts at stage 0; the producer and the
@@ -245,16 +248,15 @@ struct Scheduler {
         t.rows = uint32_t(layout[g]);
         const uint32_t m_blocks = (t.rows + kBlockM - 1) / kBlockM;
         const uint32_t local = idx - first;
-        // Longest first: a last m-block of at most 64 valid rows is about half a tile's work (its second
-        // slab is idle). When the last wave is no larger than one m-block's tiles, and the last group
-        // holding tiles ends in such a block, its tiles go to the end of the sequence: the last wave (or
-        // split tail) is then all light tiles instead of lengthening some CTAs' runs of full tiles.
-        // Otherwise the order stays, since moving them only loses their B tiles' L2 sharing with the
-        // group's other m-blocks (3% slower at 807 rows, H200).
+        // Longest first: a last m-block of at most 64 valid rows is light (kIdleSlabs). When the last wave
+        // is no larger than one m-block's tiles, and the last group holding tiles ends in such a block, its
+        // tiles go to the end of the sequence: the last wave (or split tail) is then all light tiles instead
+        // of lengthening some CTAs' runs of full tiles. Otherwise the order stays, since moving them only
+        // loses their B tiles' L2 sharing with the group's other m-blocks (3% slower at 807 rows, H200).
         const uint32_t total = uint32_t(tile_end[kNumGroups - 1]);
         const uint32_t last_wave = total % gridDim.x;
-        const bool light_last = kWaves == 1 && kNumMathWG == 2 && (t.rows % kBlockM) - 1u < 64u &&
-                                uint32_t(tile_end[g]) == total && last_wave - 1u < kNumNBlocks;
+        const bool light_last = kIdleSlabs && (t.rows % kBlockM) - 1u < 64u && uint32_t(tile_end[g]) == total &&
+                                last_wave - 1u < kNumNBlocks;
         const uint32_t full_tiles = light_last ? (m_blocks - 1) * kNumNBlocks : ~0u;
         if (local >= full_tiles) {
             t.m_block = m_blocks - 1;
@@ -690,10 +692,9 @@ cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_consta
                     const uint32_t kb_begin = kSplitTile ? t.kb_begin() : 0u;
                     const uint32_t kb_end = kSplitTile ? t.kb_end() : kNumKBlocks;
 
-                    // Masked, one slab per warpgroup: a slab wholly past the group's valid rows (a group's last
-                    // m-block often holds few) has nothing to compute. Its warpgroup walks the ring, and the
-                    // other one has the tensor cores to itself.
-                    const bool idle_slab = kGemmType == kGemmMasked && kWaves == 1 && kNumMathWG == 2 &&
+                    // An idle slab (kIdleSlabs; a group's last m-block often holds few rows): its warpgroup
+                    // walks the ring, and the other one has the tensor cores to itself.
+                    const bool idle_slab = kIdleSlabs &&
                                            __reduce_or_sync(~0u, t.m_block * kBlockM + wg_mma * 64 >= t.rows ? 1u : 0u);
                     if ((kGemmType == kGemmContiguous && waves == 0) || idle_slab) {
                         // No slab of this warpgroup in the pass: walk the ring with the other warpgroup.

@@ -60,7 +60,7 @@ class KernelConfig:
     @property
     def record_slots(self) -> int:
         """Slots of the contiguous layout's tile-record ring (kRecordSlots; 0 elsewhere)."""
-        return RECORD_SLOTS if self.layout == "contiguous" else 0
+        return record_slots_for(self.layout)
 
     @property
     def masked_groups(self) -> int:
@@ -77,6 +77,10 @@ class LaunchPlan:
     config: KernelConfig
     grid: int           # CTAs (persistent: at most one per SM)
     num_tiles: int      # tiles the heuristic expected (masked: from expected_m)
+
+
+def record_slots_for(layout: str) -> int:
+    return RECORD_SLOTS if layout == "contiguous" else 0
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -144,7 +148,7 @@ def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, bloc
     if tail_split is None:
         tail_split = cluster == 1 and tail_split_for(layout, block_n, k)
     stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split,
-                     RECORD_SLOTS if layout == "contiguous" else 0)
+                     record_slots_for(layout))
     return KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=block_m, block_n=block_n,
                         stages=stages, num_math_wg=1 if block_m == 64 else 2, swizzle_d=swizzle_for(block_n),
                         cluster=cluster, tail_split=tail_split)

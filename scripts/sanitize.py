@@ -154,10 +154,8 @@ def build_cases(num_sms: int, tiny: bool) -> tuple[list[dict], str]:
     for edge in EDGE_CASES:
         case = dict(edge)
         if "force" in case:   # an explicit tile shape instead of the heuristic's (split as it would split)
-            bm, bn = case.pop("force")
             case["config"] = dataclasses.asdict(heuristics.make_config(
-                case["layout"], case["n"], case["k"], case.get("groups", 1), bm, bn,
-                tail_split=heuristics.tail_split_for(case["layout"], bn, case["k"])))
+                case["layout"], case["n"], case["k"], case.get("groups", 1), *case.pop("force")))
         cfg = heuristics.choose(*plan_inputs(case), num_sms).config
         case["chosen"] = dataclasses.asdict(cfg)
         cases.append(case)
