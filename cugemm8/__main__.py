@@ -47,10 +47,10 @@ def cmd_info(args) -> int:
 def cmd_sass(args) -> int:
     import os
 
-    from . import heuristics, kernels, sass
+    from . import ffma, fp8_gemm, heuristics, sass
 
     if args.no_ffma_interleave:
-        os.environ["CUGEMM8_DISABLE_FFMA_INTERLEAVE"] = "1"
+        os.environ[ffma.DISABLE_ENV] = "1"
     sms = args.sms
     if sms is None:
         gpu = _gpu_or_none()
@@ -58,9 +58,9 @@ def cmd_sass(args) -> int:
     plan = heuristics.choose(args.layout, args.m, args.n, args.k, args.groups, sms)
     cfg = plan.config
     line = {**dataclasses.asdict(cfg), "grid": plan.grid, "threads": cfg.threads, "smem_bytes": cfg.smem_bytes,
-            "num_sms": sms, "ffma_interleave": kernels.ffma_interleave_enabled()}
+            "num_sms": sms, "ffma_interleave": ffma.ffma_interleave_enabled()}
     print(json.dumps(line))
-    sys.stdout.write(sass.disassemble(kernels.build(cfg)))
+    sys.stdout.write(sass.disassemble(fp8_gemm.build(cfg)))
     return 0
 
 

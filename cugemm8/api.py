@@ -14,11 +14,11 @@ import cupy
 import ml_dtypes
 import numpy as np
 
-from . import runtime
+from . import fp8_gemm, runtime
+from .arrays import as_device_array, describe
 from .heuristics import CONTIGUOUS_M_ALIGNMENT, choose
 from .layout import get_col_major_tma_aligned_tensor, get_tma_aligned_size
-from .validation import (as_device_array, check_contiguous, check_dense, check_expected_m, check_masked,
-                         describe)
+from .validation import check_contiguous, check_dense, check_expected_m, check_masked
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 _ND = cupy.ndarray
@@ -31,8 +31,25 @@ def get_m_alignment_for_contiguous_layout() -> int:
     return CONTIGUOUS_M_ALIGNMENT
 
 
+class Problem(NamedTuple):
+    """What an entry point's checks found, all that the configuration and the launcher depend on."""
+    layout: str             # "normal", "contiguous" or "masked"
+    device: int
+    rows: int               # rows of A and D (masked: max_m, per group)
+    plan_m: int             # rows the heuristic plans for (masked: the expected rows per group)
+    n: int
+    k: int
+    groups: int
+    a_scale_kind: str       # "aligned" or "rowmajor" (converted on every call)
+    out_shape: tuple        # shape of the result when the caller gives no `out`
+    a_ld: int               # row strides: A and B in bytes (uint8), D in elements
+    b_ld: int
+    d_ld: int
+    base_ptr: int           # a valid, 16-byte aligned address (A's) for the maps' first encode
+
+
 class _Prepared(NamedTuple):
-    launcher: runtime.GemmLauncher | None   # None: nothing to compute (M == 0)
+    launcher: fp8_gemm.GemmLauncher | None  # None: nothing to compute (M == 0)
     out_shape: tuple                        # shape of the result when the caller gives no `out`
     convert_a_scale: bool                   # a_scale is row-major: convert it on every call
 
@@ -70,21 +87,31 @@ def _stream_ptr(stream) -> int:
                     f"handle int; got {type(stream).__name__}")
 
 
-def _prepare(key: tuple, layout: str, device: int, plan_m: int, rows: int, n: int, k: int, groups: int,
-             kind: str, a, b, out, out_shape: tuple) -> _Prepared:
-    runtime.require_hopper(device)
+def _prepare(key: tuple, problem: Problem) -> _Prepared:
+    """Choose the configuration and build the launcher of a first-seen call; cache them under `key`."""
+    p = problem
+    runtime.require_hopper(p.device)
     launcher = None
-    if rows:
-        plan = choose(layout, plan_m, n, k, groups, runtime.get_num_sms(device))
-        d_ld = out.strides[-2] // 2 if out is not None else n
-        base = a.data.ptr  # a valid, 16-byte aligned address for the first encode; each launch sets the real ones
-        launcher = runtime.get_launcher(plan.config, device, plan.grid, rows, a.strides[-2], b.strides[-2],
-                                        get_tma_aligned_size(rows, 4), d_ld, (base, base, base, base))
-    prep = _Prepared(launcher, out_shape, kind == "rowmajor")
+    if p.rows:
+        plan = choose(p.layout, p.plan_m, p.n, p.k, p.groups, runtime.get_num_sms(p.device))
+        base = p.base_ptr   # each launch sets the real addresses
+        launcher = fp8_gemm.get_launcher(plan.config, p.device, plan.grid, p.rows, p.a_ld, p.b_ld,
+                                         get_tma_aligned_size(p.rows, 4), p.d_ld, (base, base, base, base))
+    prep = _Prepared(launcher, p.out_shape, p.a_scale_kind == "rowmajor")
     if len(_prepared) >= _MAX_PREPARED:
         _prepared.clear()
     _prepared[key] = prep
     return prep
+
+
+def _describe_all(names: tuple, arrays: tuple) -> list:
+    return [None if x is None else describe(x, name) for name, x in zip(names, arrays)]
+
+
+def _operands(infos: list, n: int) -> tuple:
+    """Problem's (a_ld, b_ld, d_ld, base_ptr), from the ArrayInfos of every layout's (a, a_scale, b, ..., out)."""
+    a, b, out = infos[0], infos[2], infos[-1]
+    return a.strides[-2], b.strides[-2], n if out is None else out.strides[-2], a.ptr
 
 
 def _run(prep: _Prepared, a, a_scale, b, b_scale, out, layout_ptr: int, stream):
@@ -120,9 +147,9 @@ def matmul(a, a_scale, b, b_scale, *, out=None, stream=None):
     key = _key("normal", device, arrays)
     prep = _prepared.get(key)
     if prep is None:
-        infos = [None if x is None else describe(x, name) for name, x in zip(_DENSE_NAMES, arrays)]
+        infos = _describe_all(_DENSE_NAMES, arrays)
         m, n, k, kind = check_dense(*infos, device)
-        prep = _prepare(key, "normal", device, m, m, n, k, 1, kind, arrays[0], arrays[2], arrays[4], (m, n))
+        prep = _prepare(key, Problem("normal", device, m, m, n, k, 1, kind, (m, n), *_operands(infos, n)))
     return _run(prep, *arrays, 0, stream)
 
 
@@ -142,10 +169,9 @@ def m_grouped_matmul_contiguous(a, a_scale, b, b_scale, m_indices, *, out=None, 
     key = _key("contiguous", device, arrays)
     prep = _prepared.get(key)
     if prep is None:
-        infos = [None if x is None else describe(x, name) for name, x in zip(_CONTIGUOUS_NAMES, arrays)]
+        infos = _describe_all(_CONTIGUOUS_NAMES, arrays)
         m, n, k, groups, kind = check_contiguous(*infos, device)
-        prep = _prepare(key, "contiguous", device, m, m, n, k, groups, kind, arrays[0], arrays[2], arrays[5],
-                        (m, n))
+        prep = _prepare(key, Problem("contiguous", device, m, m, n, k, groups, kind, (m, n), *_operands(infos, n)))
     a, a_scale, b, b_scale, m_indices, out = arrays
     return _run(prep, a, a_scale, b, b_scale, out, m_indices.data.ptr, stream)
 
@@ -167,9 +193,9 @@ def m_grouped_matmul_masked(a, a_scale, b, b_scale, masked_m, expected_m, *, out
     key = _key("masked", device, arrays, expected_m)
     prep = _prepared.get(key)
     if prep is None:
-        infos = [None if x is None else describe(x, name) for name, x in zip(_MASKED_NAMES, arrays)]
+        infos = _describe_all(_MASKED_NAMES, arrays)
         max_m, n, k, groups, kind = check_masked(*infos[:5], expected_m, infos[5], device)
-        prep = _prepare(key, "masked", device, min(expected_m, max_m) or 1, max_m, n, k, groups, kind,
-                        arrays[0], arrays[2], arrays[5], (groups, max_m, n))
+        prep = _prepare(key, Problem("masked", device, max_m, min(expected_m, max_m) or 1, n, k, groups, kind,
+                                     (groups, max_m, n), *_operands(infos, n)))
     a, a_scale, b, b_scale, masked_m, out = arrays
     return _run(prep, a, a_scale, b, b_scale, out, masked_m.data.ptr, stream)

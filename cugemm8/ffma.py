@@ -1,5 +1,5 @@
-"""FFMA interleaving: a control-bit patch of the promotion FFMAs (after DeepGEMM's
-``interleave_ffma.py``; see reference/deepgemm-notes.md §5).
+"""FFMA interleaving: a control-bit patch of the promotion FFMAs (DeepGEMM applies the same rule to
+its cubins), and the settings that say whether and how the GEMM kernel's build applies it.
 
 The promotion ``fin += scale * acc`` compiles to long runs of register-form FFMAs that share the
 scale register as their second source (Rb). ptxas marks that operand ``.reuse`` so that the next FFMA
@@ -15,6 +15,8 @@ Instructions are decoded from the ELF's code sections (cugemm8.sass); no disasse
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Mapping, Union
 
 from . import sass
 
@@ -98,7 +100,7 @@ def interleave(cubin: bytes, fraction: float = 9 / 16, *, keep_compiler_yields: 
     """
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f"fraction must lie in (0, 1], got {fraction}")
-    verbose = verbose or os.environ.get("CUGEMM8_PRINT_FFMA_PATCH", "") not in ("", "0")
+    verbose = verbose or print_patch_enabled()
     sections = sass.text_sections(cubin)
     if not sections:
         raise ValueError("cubin has no .text.<kernel> sections")
@@ -130,3 +132,71 @@ def interleave(cubin: bytes, fraction: float = 9 / 16, *, keep_compiler_yields: 
         raise FfmaPatchError(f"{plain_runs} FFMA runs without yields found, but no FFMA was patched "
                              "(no Rb-reuse chains in the considered part of any run)")
     return bytes(out), changed
+
+
+# ----------------------------------------------------------------------------- settings
+# The default when a build is given no settings. Off: the patch moved no kernel's time beyond the
+# run-to-run spread, since ptxas 13 already interleaves yields where it matters (NOTES.md v4).
+FFMA_INTERLEAVE_DEFAULT = False
+FFMA_DEFAULT_FRACTION = 9 / 16
+FFMA_DEFAULT_KEEP_COMPILER_YIELDS = True
+DISABLE_ENV = "CUGEMM8_DISABLE_FFMA_INTERLEAVE"   # "1": off, "0": on, unset or empty: the default
+PRINT_ENV = "CUGEMM8_PRINT_FFMA_PATCH"            # anything but "" or "0": print each patched FFMA
+
+
+@dataclass(frozen=True)
+class FfmaSettings:
+    """How a build patches a cubin: hashable, so it can be part of a cache key."""
+    enabled: bool = True
+    fraction: float = FFMA_DEFAULT_FRACTION
+    keep_compiler_yields: bool = FFMA_DEFAULT_KEEP_COMPILER_YIELDS
+
+    def __post_init__(self):
+        if not isinstance(self.enabled, bool) or not isinstance(self.keep_compiler_yields, bool):
+            raise TypeError(f"enabled and keep_compiler_yields must be bool, got {self!r}")
+        if isinstance(self.fraction, bool) or not isinstance(self.fraction, (int, float)) \
+                or not 0.0 < self.fraction <= 1.0:
+            raise ValueError(f"fraction must be a number in (0, 1], got {self.fraction!r}")
+        object.__setattr__(self, "fraction", float(self.fraction))
+
+    @property
+    def patch_version(self) -> str:
+        """The JIT cache-key part: patched and unpatched cubins never share an entry."""
+        if not self.enabled:
+            return "off"
+        return f"{PATCHER_VERSION};fraction={self.fraction!r};keep_compiler_yields={int(self.keep_compiler_yields)}"
+
+
+FfmaSpec = Union[None, FfmaSettings, Mapping]
+_FFMA_KEYS = {"enabled", "fraction", "keep_compiler_yields"}
+
+
+def ffma_interleave_enabled() -> bool:
+    """The default policy: FFMA_INTERLEAVE_DEFAULT unless CUGEMM8_DISABLE_FFMA_INTERLEAVE says otherwise."""
+    value = os.environ.get(DISABLE_ENV, "")
+    if value == "":
+        return FFMA_INTERLEAVE_DEFAULT
+    return value == "0"
+
+
+def print_patch_enabled() -> bool:
+    """CUGEMM8_PRINT_FFMA_PATCH asks for every patched FFMA to be printed."""
+    return os.environ.get(PRINT_ENV, "") not in ("", "0")
+
+
+def ffma_settings(ffma: FfmaSpec = None) -> FfmaSettings:
+    """``None``: the default policy (constants above and the environment); a mapping with any of
+    ``enabled``, ``fraction``, ``keep_compiler_yields`` (missing keys take the defaults, the
+    environment is not read); or an FfmaSettings."""
+    if isinstance(ffma, FfmaSettings):
+        return ffma
+    defaults = {"enabled": True, "fraction": FFMA_DEFAULT_FRACTION,
+                "keep_compiler_yields": FFMA_DEFAULT_KEEP_COMPILER_YIELDS}
+    if ffma is None:
+        return FfmaSettings(**{**defaults, "enabled": ffma_interleave_enabled()})
+    if isinstance(ffma, Mapping):
+        unknown = set(ffma) - _FFMA_KEYS
+        if unknown:
+            raise ValueError(f"unknown ffma settings {sorted(unknown)}; expected some of {sorted(_FFMA_KEYS)}")
+        return FfmaSettings(**{**defaults, **ffma})
+    raise TypeError(f"ffma must be None, a mapping or FfmaSettings, got {type(ffma).__name__}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
-_FLOAT32 = np.dtype(np.float32)
+from .arrays import FLOAT32, as_device_array, describe
 
 
 def get_tma_aligned_size(x: int, element_size: int) -> int:
@@ -40,7 +40,7 @@ def is_tma_aligned(info) -> bool:
     kernel never steps along them), so callers must take the leading dimension from
     ``get_tma_aligned_size(M, 4)``, not from the strides."""
     # Written out per rank: this runs on every GEMM call.
-    if info.dtype is not _FLOAT32 and info.dtype != _FLOAT32:
+    if info.dtype is not FLOAT32 and info.dtype != FLOAT32:
         return False
     shape, strides = info.shape, info.strides
     if len(shape) == 2:
@@ -65,10 +65,8 @@ def get_col_major_tma_aligned_tensor(x):
     Already-aligned input comes back unchanged (no copy); anything else is copied, with one kernel
     launch, into fresh storage [KB, aligned_m] (or [G, KB, aligned_m]) and the [M, KB] (or
     [G, M, KB]) view of that storage is returned."""
-    from .validation import as_device_array, describe
-
     x = as_device_array(x, "x")
-    if x.dtype != _FLOAT32:
+    if x.dtype != FLOAT32:
         raise TypeError(f"x must have dtype float32; got {x.dtype}")
     if x.ndim not in (2, 3):
         raise ValueError(f"x must be 2-D [M, KB] or 3-D [G, M, KB]; got shape {x.shape}")

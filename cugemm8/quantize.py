@@ -19,6 +19,7 @@ import ml_dtypes
 import numpy as np
 
 from . import jit
+from .arrays import as_device_array
 
 FP8_MAX = 448.0
 AMAX_FLOOR = 1e-4
@@ -51,8 +52,6 @@ def _kernel(name: str):
 
 def _input(x, name: str):
     """x as a cupy array, its input-kind code and its device id."""
-    from .validation import as_device_array
-
     x = as_device_array(x, name)
     kind = _IN_KIND.get(x.dtype)
     if kind is None:

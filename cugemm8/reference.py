@@ -11,7 +11,7 @@ import numpy as np
 from .quantize import TILE, fp8_e4m3_to_float
 
 # --------------------------------------------------------------------------- tolerance
-ACC_BITS = 14           # significant bits the FP8 tensor-core accumulator keeps (DESIGN.md §5)
+ACC_BITS = 14           # significant bits the FP8 tensor-core accumulator keeps (derivation under REL_TOLERANCE)
 STEPS_PER_BLOCK = 4     # wgmma k32 steps that accumulate one 128-wide K block
 BLOCK_PEAK = 3.0        # largest partial sum / largest product of a block, in units of the block sum's rms
 RMS_FLOOR = 0.01        # absolute floor of the normalization, as a fraction of rms(ref)

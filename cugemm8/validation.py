@@ -1,8 +1,8 @@
 """Argument checks for the public API.
 
-The API turns each argument into a CuPy array (``as_device_array``), describes it (``describe``) and
-hands the descriptions to one pure ``check_*`` function per entry point. Those functions need no GPU;
-they return the problem sizes or raise, before anything is launched:
+The API turns each argument into a CuPy array and describes it (``cugemm8.arrays``), then hands the
+descriptions to one pure ``check_*`` function per entry point. Those functions need no GPU; they return
+the problem sizes or raise, before anything is launched:
 
 * ``TypeError``: not an array, wrong dtype, ``expected_m`` not an int;
 * ``ValueError``: shape, stride, alignment, device or value.
@@ -16,83 +16,14 @@ no elements skip stride and address checks (nothing is read).
 """
 from __future__ import annotations
 
-from typing import NamedTuple
-
-import cupy
-import ml_dtypes
 import numpy as np
 
+from .arrays import BFLOAT16, FLOAT32, INT8, INT32, UINT8, ArrayInfo, type_name
 from .heuristics import CONTIGUOUS_M_ALIGNMENT
 from .layout import aligned_strides, is_tma_aligned
 
-UINT8 = np.dtype(np.uint8)
-INT8 = np.dtype(np.int8)
-INT32 = np.dtype(np.int32)
-FLOAT32 = np.dtype(np.float32)
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 FP8_DTYPES = (UINT8, INT8)
 TMA_ALIGNMENT = 16      # bytes: base addresses and row strides of TMA-loaded arrays
-
-
-class ArrayInfo(NamedTuple):
-    shape: tuple
-    strides: tuple      # in elements
-    dtype: np.dtype
-    ptr: int
-    device: int
-
-
-# --------------------------------------------------------------------------- arrays
-_ndarray = cupy.ndarray
-
-
-def _type_name(x) -> str:
-    t = type(x)
-    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
-
-
-def as_device_array(x, name: str):
-    """``x`` as a cupy.ndarray, zero-copy. Raises TypeError naming ``name`` for anything that is not
-    a CUDA device array."""
-    if type(x) is _ndarray or isinstance(x, _ndarray):
-        return x
-    if not isinstance(x, (np.ndarray, np.generic)):
-        try:
-            if hasattr(x, "__cuda_array_interface__"):
-                return cupy.asarray(x)
-            if hasattr(x, "__dlpack__"):
-                return cupy.from_dlpack(x)
-        except Exception as exc:  # a malformed foreign array can raise anything (KeyError, RuntimeError, ...)
-            raise TypeError(f"{name} could not be taken as a CUDA device array ({exc}); "
-                            f"got {_type_name(x)}") from exc
-    raise TypeError(f"{name} must be a CUDA device array (cupy, or anything with "
-                    f"__cuda_array_interface__/__dlpack__); got {_type_name(x)}")
-
-
-def describe(x, name: str = "array") -> ArrayInfo:
-    """The facts the checks need about a cupy.ndarray."""
-    strides = x.strides
-    itemsize = x.itemsize
-    if itemsize != 1:
-        if len(strides) == 2:  # the common case, written out (this runs on every call)
-            s0, s1 = strides
-            if s0 % itemsize or s1 % itemsize:
-                _odd_strides(name, strides, itemsize)
-            strides = (s0 // itemsize, s1 // itemsize)
-        else:
-            if any(s % itemsize for s in strides):
-                _odd_strides(name, strides, itemsize)
-            strides = tuple([s // itemsize for s in strides])
-    data = x.data
-    # tuple.__new__ skips the NamedTuple's Python-level __new__ (a measurable cost here).
-    return _new_tuple(ArrayInfo, (x.shape, strides, x.dtype, data.ptr, data.device_id))
-
-
-_new_tuple = tuple.__new__
-
-
-def _odd_strides(name: str, strides: tuple, itemsize: int) -> None:
-    raise ValueError(f"{name} has byte strides {strides} that are not multiples of its item size {itemsize}")
 
 
 # --------------------------------------------------------------------------- rule helpers
@@ -121,7 +52,7 @@ def _strides_match(info: ArrayInfo, expected: tuple) -> bool:
 def _array(x, name: str, dtypes: tuple, what: str, ndim: int, dims: str) -> tuple:
     """Type, dtype and rank of one array argument; returns its shape."""
     if not isinstance(x, ArrayInfo):
-        raise TypeError(f"{name} must be a CUDA device array; got {_type_name(x)}")
+        raise TypeError(f"{name} must be a CUDA device array; got {type_name(x)}")
     if x.dtype not in dtypes:
         raise TypeError(f"{name} must have dtype {what}; got {x.dtype}")
     if len(x.shape) != ndim:
@@ -327,7 +258,7 @@ def check_contiguous(a, a_scale, b, b_scale, m_indices, out, device: int) -> tup
 
 def _expected_m(expected_m) -> None:
     if not isinstance(expected_m, (int, np.integer)) or isinstance(expected_m, bool):
-        raise TypeError(f"expected_m must be a Python int; got {_type_name(expected_m)}")
+        raise TypeError(f"expected_m must be a Python int; got {type_name(expected_m)}")
     if expected_m <= 0:
         raise ValueError(f"expected_m must be positive; got {expected_m}")
 

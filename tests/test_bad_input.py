@@ -29,8 +29,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import cugemm8
-from cugemm8 import api, layout, quantize, runtime, validation
-from cugemm8.validation import ArrayInfo
+from cugemm8 import api, arrays, fp8_gemm, layout, quantize, runtime, validation
+from cugemm8.arrays import ArrayInfo
 from gpu import has_hopper, requires_hopper
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -509,7 +509,7 @@ def test_cpu_malformed_cuda_array_interface(interface, case_counter):
         __cuda_array_interface__ = interface
 
     with pytest.raises(TypeError) as caught:
-        validation.as_device_array(Foreign(), "b_scale")
+        arrays.as_device_array(Foreign(), "b_scale")
     assert_names(caught.value, {"b_scale"})
 
 
@@ -652,7 +652,7 @@ _controls_done: set = set()
 def launch_spy():
     """Records every GEMM launch and every a_scale conversion (both still run)."""
     calls = []
-    real_launch = runtime.GemmLauncher.launch
+    real_launch = fp8_gemm.GemmLauncher.launch
     real_convert = api.get_col_major_tma_aligned_tensor
     real_kernel = quantize._kernel
 
@@ -669,7 +669,7 @@ def launch_spy():
         return real_kernel(name)
 
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(runtime.GemmLauncher, "launch", launch)
+        m.setattr(fp8_gemm.GemmLauncher, "launch", launch)
         m.setattr(api, "get_col_major_tma_aligned_tensor", convert)
         m.setattr(quantize, "_kernel", kernel)
         yield calls

@@ -1,15 +1,15 @@
-"""The FFMA interleave patch applied through the JIT (kernels.build, runtime.get_launcher).
+"""The FFMA interleave patch applied through the JIT (fp8_gemm.build, fp8_gemm.get_launcher).
 
-CPU tier: what kernels.build returns with the patch on and off, the cache keys, the environment
+CPU tier: what fp8_gemm.build returns with the patch on and off, the cache keys, the environment
 switches. GPU tier (Hopper only): the patched and unpatched kernels give bitwise identical results.
 """
 import pytest
 
-from cugemm8 import ffma, heuristics, jit, kernels, sass
+from cugemm8 import ffma, fp8_gemm, heuristics, jit, sass
 from cugemm8.heuristics import KernelConfig
 from gpu import requires_hopper
 
-KERNEL = kernels.KERNEL_NAME
+KERNEL = fp8_gemm.KERNEL_NAME
 
 
 def config(block_m: int, block_n: int = 128, n: int = 2112, k: int = 7168) -> KernelConfig:
@@ -31,19 +31,19 @@ def fresh_jit(tmp_path, monkeypatch):
     for var in ("CUGEMM8_JIT_DISABLE_CACHE", "CUGEMM8_DISABLE_FFMA_INTERLEAVE", "CUGEMM8_PRINT_FFMA_PATCH"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(jit, "_memory", {})
-    monkeypatch.setattr(kernels, "_printed", set())
-    monkeypatch.setattr(kernels, "FFMA_INTERLEAVE_DEFAULT", True)
+    monkeypatch.setattr(fp8_gemm, "_printed", set())
+    monkeypatch.setattr(ffma, "FFMA_INTERLEAVE_DEFAULT", True)
     return tmp_path
 
 
 @pytest.fixture(scope="module")
 def raw_one_wg():
-    return jit.compile_cubin(kernels.render(ONE_WG), name=f"{KERNEL}.cu")   # the name build() gives
+    return jit.compile_cubin(fp8_gemm.render(ONE_WG), name=f"{KERNEL}.cu")   # the name build() gives
 
 
 def test_patch_is_applied_by_build(fresh_jit, raw_one_wg):
-    off = kernels.build(ONE_WG, ffma=OFF)
-    on = kernels.build(ONE_WG)
+    off = fp8_gemm.build(ONE_WG, ffma=OFF)
+    on = fp8_gemm.build(ONE_WG)
     assert off == raw_one_wg
     expected, count = ffma.interleave(raw_one_wg)
     assert on == expected and count > 0
@@ -63,65 +63,65 @@ def test_patch_is_applied_by_build(fresh_jit, raw_one_wg):
 
 def test_variants_follow_their_settings(fresh_jit, raw_one_wg):
     for name, spec in VARIANTS.items():
-        s = kernels.ffma_settings(spec)
+        s = ffma.ffma_settings(spec)
         expected, _ = ffma.interleave(raw_one_wg, s.fraction, keep_compiler_yields=s.keep_compiler_yields)
-        assert kernels.build(ONE_WG, ffma=spec) == expected, name
-        assert kernels.build(ONE_WG, ffma=s) == expected, name   # FfmaSettings accepted as well
+        assert fp8_gemm.build(ONE_WG, ffma=spec) == expected, name
+        assert fp8_gemm.build(ONE_WG, ffma=s) == expected, name   # FfmaSettings accepted as well
 
 
 def test_cache_keys_differ_between_on_and_off(fresh_jit, raw_one_wg):
     specs = {"off": OFF, "default": None, **VARIANTS}
-    versions = {name: kernels.ffma_settings(spec).patch_version for name, spec in specs.items()}
+    versions = {name: ffma.ffma_settings(spec).patch_version for name, spec in specs.items()}
     assert versions["off"] == "off" and versions["default"] == versions["on"]
     assert len(set(versions.values())) == len(specs) - 1
     for name, version in versions.items():
         if name != "off":
             assert ffma.PATCHER_VERSION in version
-    source, options = kernels.render(ONE_WG), jit.default_options()
+    source, options = fp8_gemm.render(ONE_WG), jit.default_options()
     keys = {jit.cache_key(source, options, v) for v in versions.values()}
     assert len(keys) == len(specs) - 1
 
-    cubins = {name: kernels.build(ONE_WG, ffma=spec) for name, spec in specs.items()}
+    cubins = {name: fp8_gemm.build(ONE_WG, ffma=spec) for name, spec in specs.items()}
     assert len(list(fresh_jit.rglob("*.cubin"))) == len(keys)   # one disk entry per key
     # A new process's view (empty memory cache): each variant comes back from disk unchanged.
     jit._memory.clear()
     for name, spec in specs.items():
-        assert kernels.build(ONE_WG, ffma=spec) == cubins[name], name
+        assert fp8_gemm.build(ONE_WG, ffma=spec) == cubins[name], name
     assert cubins["off"] == raw_one_wg and cubins["on"] != cubins["off"]
 
 
 def test_environment_switches(fresh_jit, raw_one_wg, monkeypatch):
     patched, _ = ffma.interleave(raw_one_wg)
-    assert kernels.ffma_settings(None) == kernels.FfmaSettings()
+    assert ffma.ffma_settings(None) == ffma.FfmaSettings()
     monkeypatch.setenv("CUGEMM8_DISABLE_FFMA_INTERLEAVE", "1")
-    assert kernels.ffma_settings(None).enabled is False
-    assert kernels.build(ONE_WG) == raw_one_wg
-    assert kernels.build(ONE_WG, ffma={"enabled": True}) == patched   # explicit settings win
+    assert ffma.ffma_settings(None).enabled is False
+    assert fp8_gemm.build(ONE_WG) == raw_one_wg
+    assert fp8_gemm.build(ONE_WG, ffma={"enabled": True}) == patched   # explicit settings win
     monkeypatch.setenv("CUGEMM8_DISABLE_FFMA_INTERLEAVE", "0")
-    assert kernels.build(ONE_WG) == patched
+    assert fp8_gemm.build(ONE_WG) == patched
     # The default policy is a module constant.
     monkeypatch.delenv("CUGEMM8_DISABLE_FFMA_INTERLEAVE")
-    monkeypatch.setattr(kernels, "FFMA_INTERLEAVE_DEFAULT", False)
-    assert kernels.build(ONE_WG) == raw_one_wg
+    monkeypatch.setattr(ffma, "FFMA_INTERLEAVE_DEFAULT", False)
+    assert fp8_gemm.build(ONE_WG) == raw_one_wg
     monkeypatch.setenv("CUGEMM8_DISABLE_FFMA_INTERLEAVE", "0")
-    assert kernels.build(ONE_WG) == patched
+    assert fp8_gemm.build(ONE_WG) == patched
 
 
 def test_print_patch(fresh_jit, monkeypatch, capsys):
     monkeypatch.setenv("CUGEMM8_PRINT_FFMA_PATCH", "1")
-    kernels.build(ONE_WG)
+    fp8_gemm.build(ONE_WG)
     first = capsys.readouterr().out
     assert "patching" in first and "FFMAs changed" in first and " FFMA R" in first
-    kernels.build(ONE_WG)                      # memory-cache hit, already reported: silent
+    fp8_gemm.build(ONE_WG)                      # memory-cache hit, already reported: silent
     assert capsys.readouterr().out == ""
     jit._memory.clear()
-    kernels._printed.clear()
-    kernels.build(ONE_WG)                      # disk-cache hit: the same changes are reported
+    fp8_gemm._printed.clear()
+    fp8_gemm.build(ONE_WG)                      # disk-cache hit: the same changes are reported
     again = capsys.readouterr().out
     assert "JIT cache" in again
     changes = [line for line in first.splitlines() if " FFMA R" in line]
     assert changes == [line for line in again.splitlines() if " FFMA R" in line]
-    kernels.build(ONE_WG, ffma=OFF)
+    fp8_gemm.build(ONE_WG, ffma=OFF)
     assert " FFMA R" not in capsys.readouterr().out
 
 
@@ -131,31 +131,31 @@ def test_patch_error_falls_back_to_unpatched(fresh_jit, raw_one_wg, monkeypatch)
 
     monkeypatch.setattr(ffma, "interleave", refuse)
     with pytest.warns(RuntimeWarning, match="unpatched"):
-        assert kernels.build(ONE_WG) == raw_one_wg
+        assert fp8_gemm.build(ONE_WG) == raw_one_wg
 
 
 def test_default_constants_are_read_at_call_time(monkeypatch):
     monkeypatch.delenv("CUGEMM8_DISABLE_FFMA_INTERLEAVE", raising=False)
-    monkeypatch.setattr(kernels, "FFMA_INTERLEAVE_DEFAULT", True)
-    monkeypatch.setattr(kernels, "FFMA_DEFAULT_FRACTION", 0.5)
-    monkeypatch.setattr(kernels, "FFMA_DEFAULT_KEEP_COMPILER_YIELDS", False)
-    expected = kernels.FfmaSettings(enabled=True, fraction=0.5, keep_compiler_yields=False)
-    assert kernels.ffma_settings(None) == expected == kernels.ffma_settings({})
+    monkeypatch.setattr(ffma, "FFMA_INTERLEAVE_DEFAULT", True)
+    monkeypatch.setattr(ffma, "FFMA_DEFAULT_FRACTION", 0.5)
+    monkeypatch.setattr(ffma, "FFMA_DEFAULT_KEEP_COMPILER_YIELDS", False)
+    expected = ffma.FfmaSettings(enabled=True, fraction=0.5, keep_compiler_yields=False)
+    assert ffma.ffma_settings(None) == expected == ffma.ffma_settings({})
 
 
 def test_settings_validation():
     with pytest.raises(ValueError):
-        kernels.ffma_settings({"enabled": True, "fractoin": 0.5})
+        ffma.ffma_settings({"enabled": True, "fractoin": 0.5})
     for bad in (0.0, 1.5, -1.0):
         with pytest.raises(ValueError):
-            kernels.ffma_settings({"fraction": bad})
+            ffma.ffma_settings({"fraction": bad})
     with pytest.raises(TypeError):
-        kernels.ffma_settings({"enabled": 1})
+        ffma.ffma_settings({"enabled": 1})
     with pytest.raises(TypeError):
-        kernels.ffma_settings(True)
-    s = kernels.ffma_settings({"fraction": 1})
+        ffma.ffma_settings(True)
+    s = ffma.ffma_settings({"fraction": 1})
     assert s.fraction == 1.0 and isinstance(s.fraction, float)
-    assert hash(s) == hash(kernels.FfmaSettings(fraction=1.0))
+    assert hash(s) == hash(ffma.FfmaSettings(fraction=1.0))
 
 
 # ----------------------------------------------------------------------------- GPU tier
@@ -166,7 +166,6 @@ def _launch_all(cfg, specs, m, seed):
     import cupy
 
     import cugemm8
-    from cugemm8 import runtime
 
     rng = cupy.random.default_rng(seed)
     a, sa = cugemm8.per_token_cast_to_fp8(rng.standard_normal((m, cfg.k), dtype=cupy.float32))
@@ -176,8 +175,8 @@ def _launch_all(cfg, specs, m, seed):
     outs = {}
     for name, spec in specs.items():
         out = cupy.full((m, cfg.n), 0xFFFF, dtype=cupy.uint16)    # NaN: unwritten outputs differ from any result
-        run = runtime.bind(cfg, a, sa, b, sb, out, ffma=spec)
-        assert run.launcher.kernel.ffma == kernels.ffma_settings(spec)
+        run = fp8_gemm.bind(cfg, a, sa, b, sb, out, ffma=spec)
+        assert run.launcher.kernel.ffma == ffma.ffma_settings(spec)
         run()
         outs[name] = out
     stream.synchronize()
@@ -190,13 +189,12 @@ def _launch_all(cfg, specs, m, seed):
 def test_patched_results_bitwise_identical(cfg):
     import cupy
 
-    from cugemm8 import runtime
 
     specs = {"off": OFF, "default": None, **VARIANTS}
     if cfg is ONE_WG:
-        assert kernels.build(cfg, ffma=VARIANTS["on"]) != kernels.build(cfg, ffma=OFF)
+        assert fp8_gemm.build(cfg, ffma=VARIANTS["on"]) != fp8_gemm.build(cfg, ffma=OFF)
     dev = cupy.cuda.runtime.getDevice()
-    assert runtime.get_kernel(cfg, dev, OFF) is not runtime.get_kernel(cfg, dev, VARIANTS["on"])
+    assert fp8_gemm.get_kernel(cfg, dev, OFF) is not fp8_gemm.get_kernel(cfg, dev, VARIANTS["on"])
     for m, seed in ((200, 1), (1000, 2)):
         outs = _launch_all(cfg, specs, m, seed)
         ref = outs.pop("off")

@@ -12,7 +12,7 @@ cupy = pytest.importorskip("cupy")
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
 import cugemm8  # noqa: E402
-from cugemm8 import runtime  # noqa: E402
+from cugemm8 import fp8_gemm  # noqa: E402
 from cugemm8.reference import REL_TOLERANCE  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -243,7 +243,7 @@ def test_masked_split_last_wave(bm, bn, k):
         cases.add(_split_case(total, grid))
         out = poisoned((groups, max_m, n))
         mm = cupy.asarray(np.array(masked, dtype=np.int32))
-        run = runtime.bind(cfg, a, sa_aligned, b, sb, out, layout=mm, grid=grid)
+        run = fp8_gemm.bind(cfg, a, sa_aligned, b, sb, out, layout=mm, grid=grid)
         run()
         again = poisoned((groups, max_m, n))
         run(out=again)
@@ -277,7 +277,7 @@ def test_masked_light_last_blocks_go_last():
         reordered = 0 < last_rows % bm <= 64 and 0 < total % grid <= n_blocks
         cases.add((reordered, _split_case(total, grid)))
         out = poisoned((groups, max_m, n))
-        runtime.bind(cfg, a, sa_aligned, b, sb, out, layout=cupy.asarray(np.array(masked, dtype=np.int32)),
+        fp8_gemm.bind(cfg, a, sa_aligned, b, sb, out, layout=cupy.asarray(np.array(masked, dtype=np.int32)),
                      grid=grid)()
         for g, r in enumerate(masked):
             assert bool((out[g, r:].view(cupy.uint16) == 0xFFFF).all()), (masked, g)
@@ -296,7 +296,7 @@ def test_multicast_cluster_of_two_dense(bm, bn):
     cfg = make_config("normal", n, k, 1, bm, bn, cluster=2)
     x, w, a, sa, b, sb = make_dense(m, n, k, seed=bm + bn)
     out = poisoned((m, n))
-    runtime.bind(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out)()
+    fp8_gemm.bind(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out)()
     check_against_reference(out, a, sa, b, sb, x, w)
 
 
@@ -309,7 +309,7 @@ def test_multicast_cluster_of_two_masked():
     masked = [300, 17, 0]
     out = poisoned((groups, max_m, n))
     mm = cupy.asarray(np.array(masked, dtype=np.int32))
-    runtime.bind(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out, layout=mm)()
+    fp8_gemm.bind(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out, layout=mm)()
     for g, r in enumerate(masked):
         assert bool((out[g, r:].view(cupy.uint16) == 0xFFFF).all())
         if r:
@@ -340,7 +340,7 @@ def _check_contiguous_segments(bm, bn, n, k, grid=None, more=()):
     a, sa = cugemm8.per_token_cast_to_fp8(x)
     b, sb = cugemm8.per_block_cast_to_fp8(w)
     out = poisoned((m, n))
-    runtime.bind(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out, layout=cupy.asarray(idx),
+    fp8_gemm.bind(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out, layout=cupy.asarray(idx),
                  grid=grid)()
     expert_rows = (idx >= 0) & (idx < groups)
     assert bool((out[cupy.asarray(~expert_rows)].view(cupy.uint16) == 0).all()), "non-expert rows must be zero"

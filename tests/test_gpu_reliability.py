@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.gpu, requires_hopper]
 cupy = pytest.importorskip("cupy")
 
 import cugemm8  # noqa: E402
-from cugemm8 import heuristics, runtime  # noqa: E402
+from cugemm8 import fp8_gemm, heuristics, runtime  # noqa: E402
 from cugemm8.reference import REL_TOLERANCE, max_rel_error, reference_grouped_contiguous  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -282,13 +282,13 @@ def restore_num_sms():
 def grids(monkeypatch):
     """The grid of every GEMM launch, in order."""
     seen = []
-    real = runtime.GemmLauncher.launch
+    real = fp8_gemm.GemmLauncher.launch
 
     def launch(self, *args, **kwargs):
         seen.append(self.grid)
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(runtime.GemmLauncher, "launch", launch)
+    monkeypatch.setattr(fp8_gemm.GemmLauncher, "launch", launch)
     return seen
 
 

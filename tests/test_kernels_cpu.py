@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cugemm8 import heuristics, jit, kernels, sass
+from cugemm8 import fp8_gemm, heuristics, jit, sass
 
 DENSE = [(m, n, k) for m in (64, 128, 4096)
          for n, k in ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))]
@@ -53,7 +53,7 @@ CONFIGS = picked_configs()
 
 @pytest.fixture(scope="module")
 def compiled():
-    return {cfg: jit.compile_cubin(kernels.render(cfg)) for cfg in CONFIGS}
+    return {cfg: jit.compile_cubin(fp8_gemm.render(cfg)) for cfg in CONFIGS}
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.layout}-n{c.n}-k{c.k}-g{c.num_groups}-"
@@ -69,7 +69,7 @@ def test_config_compiles_with_expected_sass(cfg, compiled):
     assert (cfg.cluster == 2) == any(op.startswith("UTMALDG.2D.MULTICAST") for op in ops), "multicast loads"
     assert not names & {"LDL", "STL"}, "local memory (spills) in the kernel"
     usage = sass.resource_usage(cubin)
-    kern = usage[kernels.KERNEL_NAME]
+    kern = usage[fp8_gemm.KERNEL_NAME]
     assert kern["STACK"] == 0 and kern.get("LOCAL", 0) == 0
     # The split tail's exchange: asynchronous stores into the peer CTA, and no GPU-wide memory barrier
     # (a cluster-scope release compiles to MEMBAR.ALL.GPU: 2.6 us per exchange, NOTES.md v10).
@@ -81,8 +81,8 @@ def test_trace_build_only_when_asked():
     """scripts/trace_timeline.py's instrumented build (CG8_TRACE) compiles, and without it the library's
     kernel carries no trace code."""
     cfg = heuristics.choose("masked", 256, 4096, 7168, 4, 132).config
-    plain = sass.disassemble(jit.compile_cubin(kernels.render(cfg)))
-    traced = sass.disassemble(jit.compile_cubin("#define CG8_TRACE 1\n" + kernels.render(cfg)))
+    plain = sass.disassemble(jit.compile_cubin(fp8_gemm.render(cfg)))
+    traced = sass.disassemble(jit.compile_cubin("#define CG8_TRACE 1\n" + fp8_gemm.render(cfg)))
     assert "SR_GLOBALTIMER" not in plain and "SR_GLOBALTIMER" in traced
 
 
@@ -120,7 +120,7 @@ def test_smem_formula_matches_kernel_layout(layout, m, n, k, groups):
     # The host sizes the launch's shared memory; the kernel lays it out. A static_assert appended to
     # the translation unit checks that the two agree.
     cfg = heuristics.choose(layout, m, n, k, groups, 132).config
-    src = kernels.render(cfg) + "static_assert(cg8::kSmemBytes == %d, \"mismatch\");\n" % cfg.smem_bytes
+    src = fp8_gemm.render(cfg) + "static_assert(cg8::kSmemBytes == %d, \"mismatch\");\n" % cfg.smem_bytes
     jit.compile_cubin(src)
 
 
@@ -151,7 +151,7 @@ def main_loops(layout: str, groups: int, bm: int, bn: int, n: int = 4096, k: int
     wgmmas, in address order. (The contiguous kernel has a round loop unrolled over the stages and rolled
     loops around it; the masked kernel's split tail tile has a second copy after the tile loop.)"""
     cfg = heuristics.make_config(layout, n, k, groups, bm, bn)
-    text = sass.disassemble(jit.compile_cubin(kernels.render(cfg)))
+    text = sass.disassemble(jit.compile_cubin(fp8_gemm.render(cfg)))
     ins = [(int(a, 16), op) for a, op in re.findall(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", text)]
     loops = []   # (start, end) of every backward branch's range that holds a wgmma
     for addr, op in ins:

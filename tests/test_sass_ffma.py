@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from cugemm8 import ffma, heuristics, kernels, sass
+from cugemm8 import ffma, fp8_gemm, heuristics, jit, sass
 
 # (layout, M, N, K, groups, SMs): a two-math-warpgroup kernel (BLOCK_M 256) and a one-warpgroup one (BLOCK_M 64)
 SHAPES = {"two_wg": ("normal", 4096, 7168, 16384, 1, 132), "one_wg": ("normal", 64, 2112, 7168, 1, 132)}
-KERNEL = kernels.KERNEL_NAME
+KERNEL = fp8_gemm.KERNEL_NAME
 
 
 def _tools_available() -> bool:
@@ -40,7 +40,7 @@ CONFIGS = {
 
 @functools.lru_cache(maxsize=None)
 def _compile(name):
-    return kernels.jit.compile_cubin(kernels.render(CONFIGS[name]))
+    return jit.compile_cubin(fp8_gemm.render(CONFIGS[name]))
 
 
 @pytest.fixture(scope="module")

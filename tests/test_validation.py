@@ -6,9 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cugemm8
-from cugemm8 import validation
+from cugemm8 import arrays, validation
 from cugemm8.layout import get_tma_aligned_size, is_tma_aligned
-from cugemm8.validation import ArrayInfo, as_device_array, check_contiguous, check_dense, check_masked
+from cugemm8.arrays import ArrayInfo, as_device_array
+from cugemm8.validation import check_contiguous, check_dense, check_masked
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 BASE = 0x7F00_0000_0000  # a 16-byte aligned address
@@ -543,8 +544,8 @@ def test_as_device_array_host_dlpack_rejected():
 
 def test_as_device_array_dispatch(monkeypatch):
     calls = []
-    monkeypatch.setattr(validation.cupy, "asarray", lambda x: calls.append(("cai", x)) or "from-cai")
-    monkeypatch.setattr(validation.cupy, "from_dlpack", lambda x: calls.append(("dlpack", x)) or "from-dlpack")
+    monkeypatch.setattr(arrays.cupy, "asarray", lambda x: calls.append(("cai", x)) or "from-cai")
+    monkeypatch.setattr(arrays.cupy, "from_dlpack", lambda x: calls.append(("dlpack", x)) or "from-dlpack")
 
     class CAI:
         __cuda_array_interface__ = {}

@@ -1,0 +1,276 @@
+"""The GEMM kernel's host side: its source for one configuration, the cached and FFMA-patched cubin,
+its tensor maps and packed arguments, and its launch.
+
+The kernel lives in ``cuda_src/fp8_gemm.cuh``; ``render`` writes the small translation unit that
+fixes its compile-time constants and adds the one ``wgmma`` wrapper for the chosen BLOCK_N (an
+inline-asm operand list of BLOCK_N/2 accumulators, which the C preprocessor cannot generate).
+
+The hot path (``GemmLauncher.launch``) allocates nothing: tensor maps are cached per problem
+geometry and only their global addresses are swapped when a call brings new arrays; the argument
+array is packed once and reused.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+import warnings
+
+import cupy
+
+from . import ffma as _ffma
+from . import jit, runtime
+from .ffma import FfmaSettings, FfmaSpec, ffma_settings
+from .heuristics import GEMM_TYPE_CODE, KernelConfig
+from .layout import get_tma_aligned_size
+
+KERNEL_NAME = "cugemm8_fp8_gemm"
+
+
+def wgmma_wrapper(n: int) -> str:
+    """`wgmma_m64k32(d, desc_a, desc_b, scale_d)`: one m64nNk32 e4m3 x e4m3 -> f32 MMA from shared memory."""
+    regs = n // 2
+    outs = ", ".join(f"%{i}" for i in range(regs))
+    constraints = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    return (
+        "__device__ __forceinline__ void wgmma_m64k32(float (&d)[%d], uint64_t desc_a, uint64_t desc_b, "
+        "uint32_t scale_d) {\n"
+        '    asm volatile("{\\n .reg .pred p;\\n setp.ne.b32 p, %%%d, 0;\\n"\n'
+        '        " wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 {%s}, %%%d, %%%d, p, 1, 1;\\n}"\n'
+        "        : %s\n"
+        '        : "l"(desc_a), "l"(desc_b), "r"(scale_d));\n'
+        "}\n"
+    ) % (regs, regs + 2, n, outs, regs, regs + 1, constraints)
+
+
+def render(cfg: KernelConfig) -> str:
+    consts = {
+        "kShapeN": cfg.n,
+        "kShapeK": cfg.k,
+        "kBlockM": cfg.block_m,
+        "kBlockN": cfg.block_n,
+        "kStages": cfg.stages,
+        "kNumMathWG": cfg.num_math_wg,
+        "kSwizzleD": cfg.swizzle_d,
+        "kGemmType": GEMM_TYPE_CODE[cfg.layout],
+        "kNumGroups": cfg.num_groups,
+        "kRasterGroup": cfg.raster_group,
+        "kClusterSize": cfg.cluster,
+        "kTailSplit": int(cfg.tail_split),
+        "kRecordSlots": cfg.record_slots,
+    }
+    lines = ['#include "ptx.cuh"', "namespace cg8 {"]
+    lines += [f"constexpr uint32_t {name} = {value};" for name, value in consts.items()]
+    lines.append(wgmma_wrapper(cfg.block_n))
+    lines.append("}  // namespace cg8")
+    attr = f"__cluster_dims__({cfg.cluster_dims}, 1, 1)" if cfg.cluster_dims > 1 else ""
+    lines += [f"#define CG8_CLUSTER_ATTRIBUTE {attr}", '#include "fp8_gemm.cuh"', ""]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- the cubin
+_printed: set[tuple[str, str]] = set()   # (source, patch_version) already reported in this process
+
+
+def build(cfg: KernelConfig, *, ffma: FfmaSpec = None) -> bytes:
+    """The cubin for `cfg` (cached in memory and on disk), FFMA-patched per `ffma` (see ffma.ffma_settings)."""
+    settings = ffma_settings(ffma)
+    source, name = render(cfg), f"{KERNEL_NAME}.cu"
+    if not settings.enabled:
+        return jit.build(source, name=name, patch_version=settings.patch_version)
+    verbose = _ffma.print_patch_enabled()
+    ran = []
+
+    def patch(cubin: bytes) -> bytes:
+        ran.append(True)
+        if verbose:
+            print(f"cugemm8 ffma: patching {cfg} ({settings.patch_version})")
+        try:
+            return _ffma.interleave(cubin, settings.fraction, keep_compiler_yields=settings.keep_compiler_yields,
+                                    verbose=verbose)[0]
+        except _ffma.FfmaPatchError as exc:   # the patch is an optimization: never fail a kernel over it
+            warnings.warn(f"cugemm8: FFMA interleave left {cfg} unpatched: {exc}", RuntimeWarning, stacklevel=2)
+            return cubin
+
+    cubin = jit.build(source, name=name, patch=patch, patch_version=settings.patch_version)
+    key = (source, settings.patch_version)
+    if verbose and key not in _printed:
+        _printed.add(key)
+        if not ran:
+            _report_cached_patch(cfg, source, name, settings)
+    return cubin
+
+
+def _report_cached_patch(cfg: KernelConfig, source: str, name: str, settings: FfmaSettings) -> None:
+    """Print the patch of a cubin that came from a cache, by patching its unpatched build again (deterministic)."""
+    print(f"cugemm8 ffma: {cfg} ({settings.patch_version}) came from the JIT cache; its patch was:")
+    plain = jit.build(source, name=name, patch_version="off")
+    try:
+        _ffma.interleave(plain, settings.fraction, keep_compiler_yields=settings.keep_compiler_yields, verbose=True)
+    except _ffma.FfmaPatchError as exc:
+        print(f"cugemm8 ffma: left unpatched: {exc}")
+
+
+def cfg_str(cfg: KernelConfig) -> str:
+    return (f"{cfg.layout} N={cfg.n} K={cfg.k} G={cfg.num_groups} block {cfg.block_m}x{cfg.block_n}, "
+            f"{cfg.stages} stages")
+
+
+class LoadedKernel(runtime.LoadedFunction):
+    """The kernel of one configuration, loaded on one device, built with one FFMA patch."""
+
+    def __init__(self, cfg: KernelConfig, device: int, ffma: FfmaSpec = None):
+        self.config = cfg
+        self.ffma = ffma_settings(ffma)
+        super().__init__(build(cfg, ffma=self.ffma), KERNEL_NAME, device, cfg.smem_bytes, cfg.threads,
+                         cfg.cluster_dims, cfg_str(cfg))
+
+
+_kernels: dict[tuple[int, KernelConfig, FfmaSettings], LoadedKernel] = {}
+_kernels_lock = threading.Lock()
+
+
+def get_kernel(cfg: KernelConfig, device: int, ffma: FfmaSpec = None) -> LoadedKernel:
+    """The loaded kernel for `cfg`; `ffma` picks the FFMA patch (None: the default policy, see
+    ffma.ffma_settings)."""
+    settings = ffma_settings(ffma)
+    key = (device, cfg, settings)
+    kern = _kernels.get(key)
+    if kern is None:
+        with _kernels_lock:
+            kern = _kernels.get(key)
+            if kern is None:
+                kern = _kernels[key] = LoadedKernel(cfg, device, settings)
+    return kern
+
+
+# ----------------------------------------------------------------------------- arguments and launch
+def tensor_maps(cfg: KernelConfig, rows: int, a_ld: int, b_ld: int, sa_ld: int, d_ld: int,
+                ptrs: tuple[int, int, int, int]) -> tuple:
+    """The kernel's 4 tensor maps (A, B, A's scales, D) for `rows` rows of A and D and these leading
+    dimensions (A and B in bytes, the scales and D in elements)."""
+    dt = runtime.TMA_DTYPE
+    kb = -(-cfg.k // 128)
+    groups = cfg.num_groups
+    # masked: A, its scales and D stack the groups ([G*max_m, ...]); B always stacks them.
+    a_rows = rows * groups if cfg.layout == "masked" else rows
+    sa_outer = kb * groups if cfg.layout == "masked" else kb
+    sa_inner = rows
+    atom_cols = cfg.swizzle_d // 2 if cfg.swizzle_d else cfg.block_n
+    return (
+        # With multicast each CTA of a pair loads half of the A tile (and of its scales).
+        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[0], cfg.k, a_rows, a_ld, 128,
+                          cfg.block_m // cfg.cluster, 128),
+        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[1], cfg.k, cfg.n * groups, b_ld, 128, cfg.block_n,
+                          128),
+        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, ptrs[2], sa_inner, sa_outer, sa_ld * 4,
+                          cfg.block_m // cfg.cluster, 1, 0),
+        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, ptrs[3], cfg.n, a_rows, d_ld * 2, atom_cols,
+                          min(cfg.block_m, a_rows), cfg.swizzle_d),
+    )
+
+
+_ERROR_INVALID_CONTEXT = runtime.ERROR_INVALID_CONTEXT
+
+
+class GemmLauncher:
+    """One kernel bound to one problem geometry: 4 tensor maps and the packed argument array.
+
+    Geometry (what the maps encode besides addresses): rows of A/D, row strides of every operand.
+    Addresses may change from call to call."""
+
+    def __init__(self, kern: LoadedKernel, grid: int, rows: int, a_ld: int, b_ld: int, sa_ld: int, d_ld: int,
+                 ptrs: tuple[int, int, int, int]):
+        cfg = kern.config
+        self.kernel = kern
+        self.grid = grid if kern.max_grid is None else min(grid, kern.max_grid)
+        self.maps = tensor_maps(cfg, rows, a_ld, b_ld, sa_ld, d_ld, ptrs)
+        self.ptrs = list(ptrs)
+        self._map_addrs = [int(m.getPtr()) for m in self.maps]
+        self._pack_arguments(ptrs[3], d_ld, rows)
+        self._function = int(kern.function)
+        self._threads = cfg.threads
+        self._smem = cfg.smem_bytes
+        self._lock = threading.Lock()
+        fns = runtime.libcuda_functions()
+        self._cu_launch, self._cu_replace = fns["cuLaunchKernel"], fns["cuTensorMapReplaceAddress"]
+
+    def _pack_arguments(self, d_ptr: int, d_ld: int, rows: int) -> None:
+        """The kernel's parameters, in order: tmap_a, tmap_b, tmap_sa, tmap_d (by address), then the
+        B-scale pointer, the layout pointer (m_indices or masked_m; 0 for dense), the D pointer,
+        D's leading dimension (u32) and M (u32). launch() rewrites the three pointers in place."""
+        self._sb = ctypes.c_uint64(0)
+        self._layout = ctypes.c_uint64(0)
+        self._d = ctypes.c_uint64(d_ptr)
+        self._ldd = ctypes.c_uint32(d_ld)
+        self._m = ctypes.c_uint32(rows)
+        self._argv = (ctypes.c_void_p * 9)(
+            *self._map_addrs,
+            ctypes.addressof(self._sb), ctypes.addressof(self._layout), ctypes.addressof(self._d),
+            ctypes.addressof(self._ldd), ctypes.addressof(self._m))
+        self._argv_addr = ctypes.addressof(self._argv)
+
+    def launch(self, a_ptr: int, b_ptr: int, sa_ptr: int, d_ptr: int, sb_ptr: int, layout_ptr: int,
+               stream_ptr: int) -> None:
+        with self._lock:
+            ptrs = self.ptrs
+            for i, p in enumerate((a_ptr, b_ptr, sa_ptr, d_ptr)):
+                if ptrs[i] != p:
+                    err = self._cu_replace(self._map_addrs[i], p)
+                    if err:
+                        runtime.raise_driver_error("cuTensorMapReplaceAddress", err)
+                    ptrs[i] = p
+            self._sb.value = sb_ptr
+            self._layout.value = layout_ptr
+            self._d.value = d_ptr
+            err = self._cu_launch(self._function, self.grid, 1, 1, self._threads, 1, 1, self._smem, stream_ptr,
+                                  self._argv_addr, None)
+            if err == _ERROR_INVALID_CONTEXT:  # first launch from a thread where CuPy made no context current
+                runtime.ensure_context(self.kernel.device, force=True)
+                err = self._cu_launch(self._function, self.grid, 1, 1, self._threads, 1, 1, self._smem,
+                                      stream_ptr, self._argv_addr, None)
+        if err:
+            runtime.raise_driver_error(f"cuLaunchKernel({KERNEL_NAME}, {cfg_str(self.kernel.config)})", err)
+
+
+_launchers: dict[tuple, GemmLauncher] = {}
+_MAX_LAUNCHERS = 1024
+
+
+def get_launcher(cfg: KernelConfig, device: int, grid: int, rows: int, a_ld: int, b_ld: int, sa_ld: int,
+                 d_ld: int, ptrs: tuple[int, int, int, int], ffma: FfmaSpec = None) -> GemmLauncher:
+    """The launcher of `cfg` for this geometry, cached (the least recently created goes first)."""
+    settings = ffma_settings(ffma)
+    key = (device, cfg, grid, rows, a_ld, b_ld, sa_ld, d_ld, settings)
+    launcher = _launchers.get(key)
+    if launcher is None:
+        kern = get_kernel(cfg, device, settings)
+        with cupy.cuda.Device(device):
+            launcher = GemmLauncher(kern, grid, rows, a_ld, b_ld, sa_ld, d_ld, ptrs)
+        if len(_launchers) >= _MAX_LAUNCHERS:
+            _launchers.pop(next(iter(_launchers)))
+        _launchers[key] = launcher
+    return launcher
+
+
+def bind(cfg: KernelConfig, a, a_scale, b, b_scale, out, *, layout=None, grid: int | None = None, ffma=None):
+    """A callable that launches one explicit configuration on these arrays, for tools and tests (the
+    API chooses and caches its own). `a_scale` must be in the TMA-aligned layout; `layout` is
+    m_indices or masked_m for the grouped layouts. `run(out=other)` writes another output of the same
+    shape and strides; `run.launcher` is the GemmLauncher."""
+    device = a.data.device_id
+    rows = a.shape[-2]  # masked: max_m
+    if grid is None:
+        sms = runtime.get_num_sms(device)
+        tiles = -(-rows // cfg.block_m) * cfg.num_n_blocks
+        grid = sms if cfg.layout == "masked" else min(sms, tiles)
+        grid -= grid % cfg.cluster_dims
+    launcher = get_launcher(cfg, device, grid, rows, a.strides[-2], b.strides[-2], get_tma_aligned_size(rows, 4),
+                            out.strides[-2] // 2, (a.data.ptr, b.data.ptr, a_scale.data.ptr, out.data.ptr), ffma=ffma)
+    layout_ptr = 0 if layout is None else layout.data.ptr
+
+    def run(out=out, stream_ptr: int | None = None) -> None:
+        launcher.launch(a.data.ptr, b.data.ptr, a_scale.data.ptr, out.data.ptr, b_scale.data.ptr, layout_ptr,
+                        cupy.cuda.get_current_stream().ptr if stream_ptr is None else stream_ptr)
+
+    run.launcher = launcher
+    return run
