@@ -20,7 +20,7 @@ import pytest
 
 from cugemm8 import jit
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OPTIONS = (jit.ARCH_OPTION, "-std=c++17")   # explicit: independent of where cuda_src/ lives
 
 

@@ -1,128 +1,29 @@
-"""CPU tests of cugemm8.sass (ELF / instruction decoding) and cugemm8.ffma (the FFMA interleave patch).
-
-Real kernels come from NVRTC; pip's cuobjdump / nvdisasm are the oracles. Each tool call costs about
-0.45 s, so listings are made once per module and random words are checked in batches.
-"""
-import functools
-import random
+"""CPU tier: cugemm8.ffma, the FFMA interleave patch: on real kernels (cuobjdump as the oracle), on
+synthetic instruction words, and through the build (fp8_gemm.build: patch on and off, cache keys,
+the environment switches, the settings)."""
 import re
 import struct
 
 import pytest
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from cugemm8 import ffma, fp8_gemm, heuristics, jit, sass
-
-# (layout, M, N, K, groups, SMs): a two-math-warpgroup kernel (BLOCK_M 256) and a one-warpgroup one (BLOCK_M 64)
-SHAPES = {"two_wg": ("normal", 4096, 7168, 16384, 1, 132), "one_wg": ("normal", 64, 2112, 7168, 1, 132)}
-KERNEL = fp8_gemm.KERNEL_NAME
-
-
-def _tools_available() -> bool:
-    try:
-        sass.tool_path("cuobjdump"), sass.tool_path("nvdisasm")
-        return True
-    except FileNotFoundError:
-        return False
-
-
-needs_tools = pytest.mark.skipif(not _tools_available(), reason="cuobjdump/nvdisasm not installed")
-
-
-# Fixed configurations (not the heuristic's current picks, which move as it is tuned): one math
-# warpgroup (BLOCK_M=64, no compiler yields on the promotion FFMAs) and two (BLOCK_M=256).
-CONFIGS = {
-    "one_wg": heuristics.KernelConfig("normal", 2112, 7168, 1, 64, 16, 16, 1, 32),
-    "two_wg": heuristics.KernelConfig("normal", 7168, 16384, 1, 256, 128, 3, 2, 128),
-}
-
-
-@functools.lru_cache(maxsize=None)
-def _compile(name):
-    return jit.compile_cubin(fp8_gemm.render(CONFIGS[name]))
+from cugemm8 import ffma, fp8_gemm, jit, sass
+from kernel_configs import OFF, ONE_WG, VARIANTS
+from sass_oracle import CONFIGS, KERNEL, compile_named, listing, needs_tools, split_text, words_of
 
 
 @pytest.fixture(scope="module")
 def cubins():
-    return {name: _compile(name) for name in SHAPES}
+    return {name: compile_named(name) for name in CONFIGS}
 
 
 @pytest.fixture(scope="module")
-def listings(cubins):
-    return {name: sass.parse_listing(sass.disassemble(cubin)) for name, cubin in cubins.items()}
-
-
-def _words(cubin, kernel=None):
-    return [(lo, hi) for _, lo, hi in sass.instructions(cubin, kernel)]
-
-
-_PRED = re.compile(r"^@(!?)P([0-6T])\s+")
-
-
-def _split(text):
-    """(predicate_text, mnemonic, [operands]) of one instruction's text."""
-    m = _PRED.match(text)
-    pred = m.group(0).strip() if m else ""
-    rest = text[m.end():] if m else text
-    mnemonic, _, ops = rest.partition(" ")
-    return pred, mnemonic, [o.strip() for o in ops.split(",")] if ops else []
-
-
-def _reg(operand):
-    """(register number, has .reuse) of a register operand: 'R12', '-|R12.reuse|', '|R12|.reuse'."""
-    m = re.fullmatch(r"-?\|?R(Z|\d+)(\.reuse)?\|?(\.reuse)?", operand)
-    assert m, operand
-    return (255 if m.group(1) == "Z" else int(m.group(1))), bool(m.group(2) or m.group(3))
-
-
-def _reuse_slots(hi):
-    return [bool(sass.reuse_flags(hi) >> slot & 1) for slot in range(3)]
-
-
-# ----------------------------------------------------------------------------- sass on real kernels
-
-
-@needs_tools
-def test_decoders_agree_with_cuobjdump(cubins, listings):
-    for name, cubin in cubins.items():
-        assert list(sass.text_sections(cubin)) == [KERNEL]
-        listing = listings[name]
-        assert [(lo, hi) for _, _, lo, hi in listing] == _words(cubin)
-        offset, size = sass.text_sections(cubin)[KERNEL]
-        assert size == 16 * len(listing)
-        assert [o for o, _, _ in sass.instructions(cubin)] == [offset + 16 * i for i in range(len(listing))]
-        num_ffma = 0
-        for _, text, lo, hi in listing:
-            pred, mnemonic, ops = _split(text)
-            assert sass.is_ffma(lo, hi) == (mnemonic.split(".")[0] == "FFMA"), text
-            if sass.is_ffma_rrr(lo, hi):
-                num_ffma += 1
-                regs = [_reg(o) for o in ops]
-                assert tuple(r for r, _ in regs) == sass.ffma_regs(lo, hi), text
-                assert [reuse for _, reuse in regs[1:]] == _reuse_slots(hi), text
-                # The patch copies this: ptxas leaves bits 58-61 zero on a yielding FFMA.
-                assert sass.yield_bit(hi) or hi & sass.REUSE_MASK == 0, text
-        assert num_ffma >= 8
-
-
-@needs_tools
-def test_resource_usage(cubins):
-    usage = sass.resource_usage(cubins["one_wg"])
-    assert list(usage) == [KERNEL]
-    assert {"REG", "STACK", "SHARED", "LOCAL"} <= set(usage[KERNEL])
-    assert 0 < usage[KERNEL]["REG"] <= 255 and usage[KERNEL]["LOCAL"] == 0
-
-
-def test_elf_errors():
-    with pytest.raises(ValueError):
-        sass.text_sections(b"not an elf file" * 8)
-    with pytest.raises(KeyError):
-        next(sass.instructions(b"\x7fELF\x02\x01" + bytes(58), "missing"))
+def listings():
+    return {name: listing(name) for name in CONFIGS}
 
 
 # ----------------------------------------------------------------------------- the patch on real kernels
-
 
 @needs_tools
 @pytest.mark.parametrize("name, keep_compiler_yields, must_patch",
@@ -147,8 +48,8 @@ def test_interleave_changes_only_ffma_control_bits(cubins, listings, name, keep_
         assert sass.is_ffma_rrr(lo0, hi0), text0
         assert hi0 ^ hi1 == ffma.PATCH_MASK
         assert hi0 & sass.REUSE_B and sass.yield_bit(hi0) == 1 and sass.yield_bit(hi1) == 0
-        p0, m0, ops0 = _split(text0)
-        p1, m1, ops1 = _split(text1)
+        p0, m0, ops0 = split_text(text0)
+        p1, m1, ops1 = split_text(text1)
         assert (p0, m0, ops0[:2], ops0[3:]) == (p1, m1, ops1[:2], ops1[3:])
         assert ops0[2].endswith(".reuse") and ops1[2] == ops0[2][:-len(".reuse")]
     assert differing == count
@@ -161,9 +62,9 @@ def test_interleave_changes_only_ffma_control_bits(cubins, listings, name, keep_
 
 def test_interleave_keeps_compiler_yields_and_is_idempotent(cubins):
     for cubin in cubins.values():
-        words = _words(cubin)
+        words = words_of(cubin)
         patched, count = ffma.interleave(cubin)
-        new_words = _words(patched)
+        new_words = words_of(patched)
         for run in ffma.ffma_runs(words):
             if any(sass.yield_bit(words[i][1]) == 0 for i in run):
                 assert all(new_words[i] == words[i] for i in run)
@@ -176,9 +77,9 @@ def test_interleave_keeps_compiler_yields_and_is_idempotent(cubins):
 def test_interleave_pattern_one_wg(cubins):
     """On a plain reuse chain the rule patches the head and then every other FFMA."""
     cubin = cubins["one_wg"]
-    words = _words(cubin)
+    words = words_of(cubin)
     patched, count = ffma.interleave(cubin)
-    new_words = _words(patched)
+    new_words = words_of(patched)
     runs = ffma.ffma_runs(words)
     assert runs and count == sum(new != old for new, old in zip(new_words, words))
     for run in runs:
@@ -197,7 +98,7 @@ def test_interleave_refuses_a_silent_no_op(cubins, capsys):
     """Runs without yields and without any Rb reuse: promotion code the rule cannot patch."""
     cubin = bytearray(cubins["one_wg"])
     offset, _ = sass.text_sections(bytes(cubin))[KERNEL]
-    words = _words(bytes(cubin))
+    words = words_of(bytes(cubin))
     for run in ffma.ffma_runs(words):
         for i in run:
             struct.pack_into("<Q", cubin, offset + 16 * i + 8, words[i][1] & ~sass.REUSE_B)
@@ -210,73 +111,6 @@ def test_interleave_refuses_a_silent_no_op(cubins, capsys):
 
 
 # ----------------------------------------------------------------------------- synthetic words
-
-# Which control-bit combinations nvdisasm accepts on FFMA (found by decoding every combination):
-# - yield bit 1 (off) needs a stall count of 1..11;
-# - yield bit 0 (on) with stall 0 allows no reuse flag but the spare bit 3, and with any other stall
-#   it refuses reuse on both slots b and c at once;
-# - slots holding an immediate, a constant or a uniform register cannot be flagged for reuse.
-_REUSE_SLOTS = {("R", "R"): 0b1111, ("R", "imm"): 0b1011, ("R", "c"): 0b1011, ("R", "cx"): 0b1011,
-                ("R", "UR"): 0b1011, ("imm", "R"): 0b1101, ("c", "R"): 0b1101, ("cx", "R"): 0b1101,
-                ("UR", "R"): 0b1101}
-
-
-def _valid_control(operands, stall, yield_bit, reuse):
-    if reuse & ~_REUSE_SLOTS[operands]:
-        return False
-    if yield_bit:
-        return 1 <= stall <= 11
-    return reuse & ~0b1000 == 0 if stall == 0 else reuse & 0b0110 != 0b0110
-
-
-def random_ffma_words(rng, count):
-    """Valid FFMA encodings of every operand form with random registers, modifiers and control bits."""
-    words, forms = [], sorted(sass.FFMA_FORMS)
-    while len(words) < count:
-        form, uniform = key = rng.choice(forms)
-        stall, yield_bit, reuse = rng.randrange(16), rng.randrange(2), rng.randrange(16)
-        if rng.random() < 0.25:   # what the patch changes: register form, yield off, Rb reuse only
-            form, uniform = key = sass.FFMA_RRR, 0
-            yield_bit, reuse = 1, 0b0010
-        if not _valid_control(sass.FFMA_FORMS[key], stall, yield_bit, reuse):
-            continue
-        lo = form | rng.getrandbits(52) << 12
-        hi = (rng.getrandbits(17) | uniform << 27 | stall << 41 | yield_bit << 45
-              | rng.getrandbits(12) << 46 | reuse << 58)          # barriers and wait mask: bits 46-57
-        words.append((lo, hi))
-    return words
-
-
-# One nvdisasm call per example; shrinking would make hundreds more, so a failure is reported unshrunk.
-@needs_tools
-@settings(max_examples=4, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(st.integers(0, 2**64 - 1))
-def test_ffma_decoders_against_nvdisasm(seed):
-    words = random_ffma_words(random.Random(seed), 400)
-    # The patch's output must decode too: append the patched form of every FFMA it may change.
-    eligible = [(lo, hi) for lo, hi in words if ffma.patchable(lo, hi)]
-    texts = sass.disassemble_words(words + [(lo, hi ^ ffma.PATCH_MASK) for lo, hi in eligible])
-    originals = dict(zip(words, texts))
-    for (lo, hi), text in zip(eligible, texts[len(words):]):
-        p0, m0, ops0 = _split(originals[(lo, hi)])
-        assert _split(text) == (p0, m0, ops0[:2] + [ops0[2].replace(".reuse", "")] + ops0[3:])
-    for (lo, hi), text in zip(words, texts):
-        pred, mnemonic, ops = _split(text)
-        assert sass.is_ffma(lo, hi) and mnemonic.split(".")[0] == "FFMA", text
-        index, negated = sass.predicate(lo)
-        expected_pred = "" if (index, negated) == (7, False) else "@" + "!" * negated + "P" + "0123456T"[index]
-        assert pred == expected_pred, text
-        assert _reg(ops[0])[0] == (lo >> 16) & 0xFF, text
-        if sass.is_ffma_rrr(lo, hi):
-            regs = [_reg(o) for o in ops]
-            assert tuple(r for r, _ in regs) == sass.ffma_regs(lo, hi), text
-            assert [reuse for _, reuse in regs[1:]] == _reuse_slots(hi), text
-        else:
-            with pytest.raises(ValueError):
-                sass.ffma_regs(lo, hi)
-
-
 def _runs(words):
     """Maximal runs of >= 8 consecutive FFMAs, found independently of ffma.ffma_runs."""
     flags = "".join("F" if sass.is_ffma(lo, hi) else "." for lo, hi in words)
@@ -344,7 +178,7 @@ KEPT_RUN_EXAMPLE = [
        fraction=st.sampled_from([9 / 16, 0.5, 1.0]), keep=st.booleans())
 @example(segments=KEPT_RUN_EXAMPLE, fraction=9 / 16, keep=True)
 def test_patch_touches_only_eligible_ffma(segments, fraction, keep):
-    base = _compile("one_wg")
+    base = compile_named("one_wg")
     offset, size = sass.text_sections(base)[KERNEL]
     words = [w for seg in segments for item in seg for w in (item if isinstance(item, list) else [item])]
     words = words[:size // 16]
@@ -365,7 +199,7 @@ def test_patch_touches_only_eligible_ffma(segments, fraction, keep):
         assert all(not ffma.plan_run(words, run, fraction) for run in _runs(words) if not (keep and yielding(run)))
         return
     assert patched[:offset] == cubin[:offset] and patched[offset + size:] == cubin[offset + size:]
-    new_words = _words(patched)
+    new_words = words_of(patched)
     changed = [i for i in range(len(words)) if new_words[i] != words[i]]
     assert count == len(changed)
 
@@ -392,3 +226,138 @@ def test_patch_touches_only_eligible_ffma(segments, fraction, keep):
             assert (i in changed) == (eligible and (rb not in seen or prev_kept == rb))
             prev_kept = rb if eligible and i not in changed else None
             seen.add(rb)
+
+
+# ----------------------------------------------------------------------------- through the build
+@pytest.fixture
+def fresh_jit(tmp_path, monkeypatch):
+    """An empty disk and memory cache, the default environment."""
+    monkeypatch.setenv("CUGEMM8_CACHE_DIR", str(tmp_path))
+    for var in ("CUGEMM8_JIT_DISABLE_CACHE", "CUGEMM8_DISABLE_FFMA_INTERLEAVE", "CUGEMM8_PRINT_FFMA_PATCH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(jit, "_memory", {})
+    monkeypatch.setattr(fp8_gemm, "_printed", set())
+    monkeypatch.setattr(ffma, "FFMA_INTERLEAVE_DEFAULT", True)
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def raw_one_wg():
+    return jit.compile_cubin(fp8_gemm.render(ONE_WG), name=f"{KERNEL}.cu")   # the name build() gives
+
+
+def test_patch_is_applied_by_build(fresh_jit, raw_one_wg):
+    off = fp8_gemm.build(ONE_WG, ffma=OFF)
+    on = fp8_gemm.build(ONE_WG)
+    assert off == raw_one_wg
+    expected, count = ffma.interleave(raw_one_wg)
+    assert on == expected and count > 0
+
+    # Only the hi words of FFMA instructions differ, and each by exactly the patch's two bits.
+    offset, size = sass.text_sections(raw_one_wg)[KERNEL]
+    assert len(on) == len(off)
+    diff = [i for i in range(len(on)) if on[i] != off[i]]
+    assert diff and all(offset <= i < offset + size and (i - offset) % 16 >= 8 for i in diff)
+    old = list(sass.instructions(off, KERNEL))
+    new = list(sass.instructions(on, KERNEL))
+    changed = [(o, n) for o, n in zip(old, new) if o != n]
+    assert len(changed) == count
+    for (_, lo, hi), (_, new_lo, new_hi) in changed:
+        assert sass.is_ffma_rrr(lo, hi) and new_lo == lo and hi ^ new_hi == ffma.PATCH_MASK
+
+
+def test_variants_follow_their_settings(fresh_jit, raw_one_wg):
+    for name, spec in VARIANTS.items():
+        s = ffma.ffma_settings(spec)
+        expected, _ = ffma.interleave(raw_one_wg, s.fraction, keep_compiler_yields=s.keep_compiler_yields)
+        assert fp8_gemm.build(ONE_WG, ffma=spec) == expected, name
+        assert fp8_gemm.build(ONE_WG, ffma=s) == expected, name   # FfmaSettings accepted as well
+
+
+def test_cache_keys_differ_between_on_and_off(fresh_jit, raw_one_wg):
+    specs = {"off": OFF, "default": None, **VARIANTS}
+    versions = {name: ffma.ffma_settings(spec).patch_version for name, spec in specs.items()}
+    assert versions["off"] == "off" and versions["default"] == versions["on"]
+    assert len(set(versions.values())) == len(specs) - 1
+    for name, version in versions.items():
+        if name != "off":
+            assert ffma.PATCHER_VERSION in version
+    source, options = fp8_gemm.render(ONE_WG), jit.default_options()
+    keys = {jit.cache_key(source, options, v) for v in versions.values()}
+    assert len(keys) == len(specs) - 1
+
+    cubins = {name: fp8_gemm.build(ONE_WG, ffma=spec) for name, spec in specs.items()}
+    assert len(list(fresh_jit.rglob("*.cubin"))) == len(keys)   # one disk entry per key
+    # A new process's view (empty memory cache): each variant comes back from disk unchanged.
+    jit._memory.clear()
+    for name, spec in specs.items():
+        assert fp8_gemm.build(ONE_WG, ffma=spec) == cubins[name], name
+    assert cubins["off"] == raw_one_wg and cubins["on"] != cubins["off"]
+
+
+def test_environment_switches(fresh_jit, raw_one_wg, monkeypatch):
+    patched, _ = ffma.interleave(raw_one_wg)
+    assert ffma.ffma_settings(None) == ffma.FfmaSettings()
+    monkeypatch.setenv("CUGEMM8_DISABLE_FFMA_INTERLEAVE", "1")
+    assert ffma.ffma_settings(None).enabled is False
+    assert fp8_gemm.build(ONE_WG) == raw_one_wg
+    assert fp8_gemm.build(ONE_WG, ffma={"enabled": True}) == patched   # explicit settings win
+    monkeypatch.setenv("CUGEMM8_DISABLE_FFMA_INTERLEAVE", "0")
+    assert fp8_gemm.build(ONE_WG) == patched
+    # The default policy is a module constant.
+    monkeypatch.delenv("CUGEMM8_DISABLE_FFMA_INTERLEAVE")
+    monkeypatch.setattr(ffma, "FFMA_INTERLEAVE_DEFAULT", False)
+    assert fp8_gemm.build(ONE_WG) == raw_one_wg
+    monkeypatch.setenv("CUGEMM8_DISABLE_FFMA_INTERLEAVE", "0")
+    assert fp8_gemm.build(ONE_WG) == patched
+
+
+def test_print_patch(fresh_jit, monkeypatch, capsys):
+    monkeypatch.setenv("CUGEMM8_PRINT_FFMA_PATCH", "1")
+    fp8_gemm.build(ONE_WG)
+    first = capsys.readouterr().out
+    assert "patching" in first and "FFMAs changed" in first and " FFMA R" in first
+    fp8_gemm.build(ONE_WG)                      # memory-cache hit, already reported: silent
+    assert capsys.readouterr().out == ""
+    jit._memory.clear()
+    fp8_gemm._printed.clear()
+    fp8_gemm.build(ONE_WG)                      # disk-cache hit: the same changes are reported
+    again = capsys.readouterr().out
+    assert "JIT cache" in again
+    changes = [line for line in first.splitlines() if " FFMA R" in line]
+    assert changes == [line for line in again.splitlines() if " FFMA R" in line]
+    fp8_gemm.build(ONE_WG, ffma=OFF)
+    assert " FFMA R" not in capsys.readouterr().out
+
+
+def test_patch_error_falls_back_to_unpatched(fresh_jit, raw_one_wg, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise ffma.FfmaPatchError("test")
+
+    monkeypatch.setattr(ffma, "interleave", refuse)
+    with pytest.warns(RuntimeWarning, match="unpatched"):
+        assert fp8_gemm.build(ONE_WG) == raw_one_wg
+
+
+def test_default_constants_are_read_at_call_time(monkeypatch):
+    monkeypatch.delenv("CUGEMM8_DISABLE_FFMA_INTERLEAVE", raising=False)
+    monkeypatch.setattr(ffma, "FFMA_INTERLEAVE_DEFAULT", True)
+    monkeypatch.setattr(ffma, "FFMA_DEFAULT_FRACTION", 0.5)
+    monkeypatch.setattr(ffma, "FFMA_DEFAULT_KEEP_COMPILER_YIELDS", False)
+    expected = ffma.FfmaSettings(enabled=True, fraction=0.5, keep_compiler_yields=False)
+    assert ffma.ffma_settings(None) == expected == ffma.ffma_settings({})
+
+
+def test_settings_validation():
+    with pytest.raises(ValueError):
+        ffma.ffma_settings({"enabled": True, "fractoin": 0.5})
+    for bad in (0.0, 1.5, -1.0):
+        with pytest.raises(ValueError):
+            ffma.ffma_settings({"fraction": bad})
+    with pytest.raises(TypeError):
+        ffma.ffma_settings({"enabled": 1})
+    with pytest.raises(TypeError):
+        ffma.ffma_settings(True)
+    s = ffma.ffma_settings({"fraction": 1})
+    assert s.fraction == 1.0 and isinstance(s.fraction, float)
+    assert hash(s) == hash(ffma.FfmaSettings(fraction=1.0))

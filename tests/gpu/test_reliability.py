@@ -14,93 +14,31 @@
 """
 from __future__ import annotations
 
-import time
-
-import ml_dtypes
+import cupy
 import numpy as np
 import pytest
 
 from gpu import requires_hopper
+from problems import POISON, Guarded, as_float, contiguous_indices, finish, quantized
+
+import cugemm8
+from cugemm8 import fp8_gemm, heuristics, runtime
+from cugemm8.reference import REL_TOLERANCE, max_rel_error, reference_grouped_contiguous
 
 pytestmark = [pytest.mark.gpu, requires_hopper]
 
-cupy = pytest.importorskip("cupy")
-
-import cugemm8  # noqa: E402
-from cugemm8 import fp8_gemm, heuristics, runtime  # noqa: E402
-from cugemm8.reference import REL_TOLERANCE, max_rel_error, reference_grouped_contiguous  # noqa: E402
-
-BF16 = np.dtype(ml_dtypes.bfloat16)
-POISON = 0xFFFF                      # a bfloat16 NaN bit pattern
-HANG_SECONDS = 30
-
 
 # ----------------------------------------------------------------------------- helpers
-def finish(what: str = "kernel") -> None:
-    """Wait for the current stream, failing (instead of hanging the session) after HANG_SECONDS."""
-    ev = cupy.cuda.Event()
-    ev.record()
-    deadline = time.monotonic() + HANG_SECONDS
-    while not ev.done:
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not finish within {HANG_SECONDS} s (hang?)")
-        time.sleep(0.0005)
-
-
-def as_float(bits: np.ndarray) -> np.ndarray:
-    """bfloat16 bits (uint16) -> float32, exactly."""
-    return (bits.astype(np.uint32) << 16).view(np.float32)
-
-
-class Guarded:
-    """An `out` for the call inside one poisoned uint16 buffer: `guard` elements before and after it
-    and, for 2-D outputs, `pad` extra columns per row. `bits()` reads `out` back; `intact()` says
-    nothing outside it was written."""
-
-    def __init__(self, shape: tuple, guard: int = 4096, pad: int = 0):
-        assert pad == 0 or len(shape) == 2
-        self.shape, self.guard, self.pad = tuple(shape), guard, pad
-        rows = int(np.prod(shape[:-1]))
-        self.row = shape[-1] + pad
-        self.buf = cupy.full(2 * guard + rows * self.row, POISON, dtype=cupy.uint16)
-        u16 = self.buf[guard:guard + rows * self.row].reshape(rows, self.row)[:, :shape[-1]]
-        b16 = self.buf.view(BF16)[guard:guard + rows * self.row].reshape(rows, self.row)[:, :shape[-1]]
-        self.u16 = u16.reshape(shape) if len(shape) == 3 else u16
-        self.out = b16.reshape(shape) if len(shape) == 3 else b16
-        assert self.out.data.ptr % 16 == 0
-
-    def bits(self) -> np.ndarray:
-        return cupy.asnumpy(self.u16)
-
-    def intact(self) -> bool:
-        g = self.guard
-        ok = bool((self.buf[:g] == POISON).all()) and bool((self.buf[-g:] == POISON).all())
-        if self.pad:
-            body = self.buf[g:-g].reshape(-1, self.row)
-            ok = ok and bool((body[:, self.shape[-1]:] == POISON).all())
-        return ok
-
-
-def _normal(shape, seed):
-    return cupy.random.default_rng(seed).standard_normal(shape, dtype=cupy.float32)
-
-
 def quantized_dense(m, n, k, seed):
-    a, sa = cugemm8.per_token_cast_to_fp8(_normal((m, k), seed))
-    b, sb = cugemm8.per_block_cast_to_fp8(_normal((n, k), seed + 1))
-    return a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb
+    return quantized((m, k), (n, k), seed)
 
 
 def quantized_contiguous(m, groups, n, k, seed):
-    a, sa = cugemm8.per_token_cast_to_fp8(_normal((m, k), seed))
-    b, sb = cugemm8.per_block_cast_to_fp8(_normal((groups, n, k), seed + 1))
-    return a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb
+    return quantized((m, k), (groups, n, k), seed)
 
 
 def quantized_masked(groups, max_m, n, k, seed):
-    a, sa = cugemm8.per_token_cast_to_fp8(_normal((groups, max_m, k), seed))
-    b, sb = cugemm8.per_block_cast_to_fp8(_normal((groups, n, k), seed + 1))
-    return a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb
+    return quantized((groups, max_m, k), (groups, n, k), seed)
 
 
 def dense(a, sa, b, sb) -> np.ndarray:
@@ -200,15 +138,6 @@ def test_dense_nan_payload(where, code):
             got = dense(a, sa, with_value(b, (j, c), code), sb)
             affected[:, j] = True
         assert_only(got, clean, affected, "nan")
-
-
-def contiguous_indices(rows_per_group: list[int]) -> np.ndarray:
-    """Expert ids, each expert's rows padded with -1 to a multiple of the contiguous alignment."""
-    align = cugemm8.get_m_alignment_for_contiguous_layout()
-    idx = []
-    for g, r in enumerate(rows_per_group):
-        idx += [g] * r + [-1] * (-(-r // align) * align - r)
-    return np.array(idx, dtype=np.int32)
 
 
 @pytest.mark.parametrize("where", ["b_scale", "a_scale", "a", "b", "a_padding_row"])

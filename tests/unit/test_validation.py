@@ -1,4 +1,5 @@
-"""CPU tier: argument checks (pure functions over ArrayInfo) and the A-scale layout rule."""
+"""CPU tier: the argument checks (pure functions over ArrayInfo): valid descriptions pass, each rule
+refuses with a message naming the argument, and the inline fast paths agree with the rules' helpers."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -6,27 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cugemm8
-from cugemm8 import arrays, validation
-from cugemm8.layout import get_tma_aligned_size, is_tma_aligned
-from cugemm8.arrays import ArrayInfo, as_device_array
+from array_infos import BASE_PTR, c_strides, info
+from cugemm8 import validation
+from cugemm8.arrays import FLOAT32, INT32, ArrayInfo
+from cugemm8.layout import get_tma_aligned_size
 from cugemm8.validation import check_contiguous, check_dense, check_masked
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
-BASE = 0x7F00_0000_0000  # a 16-byte aligned address
 SETTINGS = settings(max_examples=60, deadline=None)
-
-
-def c_strides(shape):
-    out, step = [], 1
-    for extent in reversed(shape):
-        out.append(step)
-        step *= extent
-    return tuple(reversed(out))
-
-
-def info(shape, dtype, strides=None, ptr=BASE, device=0):
-    shape = tuple(shape)
-    return ArrayInfo(shape, tuple(strides) if strides is not None else c_strides(shape), np.dtype(dtype), ptr, device)
 
 
 def kblocks(x):
@@ -302,8 +290,8 @@ def test_fp8_operand_stride_rules(m, n, k, name):
     expect(ValueError, name, run_dense, case, "row stride", str(-k))
 
     case = dense_case(m, n, k)
-    case[name] = case[name]._replace(ptr=BASE + 8)
-    expect(ValueError, name, run_dense, case, "16-byte aligned", hex(BASE + 8))
+    case[name] = case[name]._replace(ptr=BASE_PTR + 8)
+    expect(ValueError, name, run_dense, case, "16-byte aligned", hex(BASE_PTR + 8))
 
 
 @SETTINGS
@@ -318,7 +306,7 @@ def test_out_stride_rules(m, n, k):
     expect(ValueError, "out", run_dense, case, "stride 1")
 
     case = dense_case(m, n, k)
-    case["out"] = case["out"]._replace(ptr=BASE + 2)
+    case["out"] = case["out"]._replace(ptr=BASE_PTR + 2)
     expect(ValueError, "out", run_dense, case, "16-byte aligned")
 
 
@@ -338,11 +326,11 @@ def test_a_scale_layout_rules(m, n, k):
     expect(ValueError, "a_scale", run_dense, case, str((1, am + 4)))
 
     case = dense_case(m, n, k)
-    case["a_scale"] = info((m, kb), np.float32, (1, am), ptr=BASE + 4)  # aligned strides, bad base
-    expect(ValueError, "a_scale", run_dense, case, hex(BASE + 4))
+    case["a_scale"] = info((m, kb), np.float32, (1, am), ptr=BASE_PTR + 4)  # aligned strides, bad base
+    expect(ValueError, "a_scale", run_dense, case, hex(BASE_PTR + 4))
 
     case = dense_case(m, n, k, kind="rowmajor")
-    case["a_scale"] = case["a_scale"]._replace(ptr=BASE + 4)     # row-major needs no 16-byte base
+    case["a_scale"] = case["a_scale"]._replace(ptr=BASE_PTR + 4)     # row-major needs no 16-byte base
     assert run_dense(case)[3] == "rowmajor"
 
 
@@ -355,7 +343,7 @@ def test_b_scale_layout_rules(m, n, k):
     expect(ValueError, "b_scale", run_dense, case, "C-contiguous", str((1, nb)))
 
     case = dense_case(m, n, k)
-    case["b_scale"] = case["b_scale"]._replace(ptr=BASE + 2)
+    case["b_scale"] = case["b_scale"]._replace(ptr=BASE_PTR + 2)
     expect(ValueError, "b_scale", run_dense, case, "4-byte aligned")
 
 
@@ -489,80 +477,6 @@ def test_masked_rules():
     expect(ValueError, "b", run_masked, case, "N must be a multiple of 8")
 
 
-# --------------------------------------------------------------------------- the A-scale layout rule
-def test_get_tma_aligned_size():
-    assert [get_tma_aligned_size(x, 4) for x in (0, 1, 3, 4, 5, 8, 130)] == [0, 4, 4, 4, 8, 8, 132]
-    assert get_tma_aligned_size(5, 2) == 8
-    assert get_tma_aligned_size(17, 1) == 32
-    with pytest.raises(ValueError):
-        get_tma_aligned_size(5, 3)
-
-
-@SETTINGS
-@given(m=st.integers(1, 600), kb=st.integers(1, 60), groups=st.integers(1, 5))
-def test_is_tma_aligned(m, kb, groups):
-    am = get_tma_aligned_size(m, 4)
-    assert is_tma_aligned(info((m, kb), np.float32, (1, am)))
-    assert is_tma_aligned(info((groups, m, kb), np.float32, (am * kb, 1, am)))
-    assert not is_tma_aligned(info((m, kb), np.float32, (1, am), ptr=BASE + 4))
-    assert not is_tma_aligned(info((m, kb), np.float16, (1, am)))
-    if kb > 1:
-        assert not is_tma_aligned(info((m, kb), np.float32, (1, am + 4)))
-        if m > 1:
-            assert not is_tma_aligned(info((m, kb), np.float32))  # row-major
-    if groups > 1:
-        assert not is_tma_aligned(info((groups, m, kb), np.float32, (am * kb + 4, 1, am)))
-
-
-# --------------------------------------------------------------------------- as_device_array
-@pytest.mark.parametrize("bad, shown", [
-    (np.zeros((2, 16), np.uint8), "numpy.ndarray"), (True, "bool"), (1.5, "float"), (None, "NoneType"),
-    ([1, 2], "list"), (np.float32(1), "numpy.float32"),
-])
-def test_as_device_array_rejects(bad, shown):
-    with pytest.raises(TypeError) as caught:
-        as_device_array(bad, "a")
-    msg = str(caught.value)
-    assert msg.startswith("a must be a CUDA device array") and msg.endswith(shown), msg
-
-
-def test_as_device_array_host_dlpack_rejected():
-    class HostDLPack:  # a foreign host array: DLPack only, CPU device
-        def __init__(self):
-            self._x = np.zeros(4, np.float32)
-
-        def __dlpack__(self, *args, **kwargs):
-            return self._x.__dlpack__(*args, **kwargs)
-
-        def __dlpack_device__(self):
-            return self._x.__dlpack_device__()
-
-    with pytest.raises(TypeError) as caught:
-        as_device_array(HostDLPack(), "b_scale")
-    assert str(caught.value).startswith("b_scale ")
-
-
-def test_as_device_array_dispatch(monkeypatch):
-    calls = []
-    monkeypatch.setattr(arrays.cupy, "asarray", lambda x: calls.append(("cai", x)) or "from-cai")
-    monkeypatch.setattr(arrays.cupy, "from_dlpack", lambda x: calls.append(("dlpack", x)) or "from-dlpack")
-
-    class CAI:
-        __cuda_array_interface__ = {}
-
-        def __dlpack__(self):
-            raise AssertionError("CAI comes first")
-
-    class DLPack:
-        def __dlpack__(self):
-            pass
-
-    cai, dl = CAI(), DLPack()
-    assert as_device_array(cai, "a") == "from-cai"
-    assert as_device_array(dl, "a") == "from-dlpack"
-    assert calls == [("cai", cai), ("dlpack", dl)]
-
-
 # --------------------------------------------------------------------------- fast paths vs the rules
 # The entry points test the valid case inline and call the helpers only on failure. These spec
 # versions apply every helper unconditionally; on any description, valid or not, both must agree.
@@ -571,9 +485,9 @@ V = validation
 
 def spec_dense(a, a_scale, b, b_scale, out, device):
     a_shape = V._array(a, "a", V.FP8_DTYPES, V._FP8, 2, "[M, K]")
-    V._array(a_scale, "a_scale", (V.FLOAT32,), "float32", 2, "[M, ceil(K/128)]")
+    V._array(a_scale, "a_scale", (FLOAT32,), "float32", 2, "[M, ceil(K/128)]")
     b_shape = V._array(b, "b", V.FP8_DTYPES, V._FP8, 2, "[N, K]")
-    V._array(b_scale, "b_scale", (V.FLOAT32,), "float32", 2, "[ceil(N/128), ceil(K/128)]")
+    V._array(b_scale, "b_scale", (FLOAT32,), "float32", 2, "[ceil(N/128), ceil(K/128)]")
     m = a_shape[0]
     k, n = V._k_and_n(a_shape, b_shape)
     kb = kblocks(k)
@@ -590,10 +504,10 @@ def spec_dense(a, a_scale, b, b_scale, out, device):
 
 def spec_masked(a, a_scale, b, b_scale, masked_m, expected_m, out, device):
     a_shape = V._array(a, "a", V.FP8_DTYPES, V._FP8, 3, "[G, max_m, K]")
-    V._array(a_scale, "a_scale", (V.FLOAT32,), "float32", 3, "[G, max_m, ceil(K/128)]")
+    V._array(a_scale, "a_scale", (FLOAT32,), "float32", 3, "[G, max_m, ceil(K/128)]")
     b_shape = V._array(b, "b", V.FP8_DTYPES, V._FP8, 3, "[G, N, K]")
-    V._array(b_scale, "b_scale", (V.FLOAT32,), "float32", 3, "[G, ceil(N/128), ceil(K/128)]")
-    V._array(masked_m, "masked_m", (V.INT32,), "int32", 1, "[G]")
+    V._array(b_scale, "b_scale", (FLOAT32,), "float32", 3, "[G, ceil(N/128), ceil(K/128)]")
+    V._array(masked_m, "masked_m", (INT32,), "int32", 1, "[G]")
     V._expected_m(expected_m)
     groups, max_m = a_shape[0], a_shape[1]
     if groups < 1:
@@ -619,10 +533,10 @@ def spec_masked(a, a_scale, b, b_scale, masked_m, expected_m, out, device):
 
 def spec_contiguous(a, a_scale, b, b_scale, m_indices, out, device):
     a_shape = V._array(a, "a", V.FP8_DTYPES, V._FP8, 2, "[sum M, K]")
-    V._array(a_scale, "a_scale", (V.FLOAT32,), "float32", 2, "[sum M, ceil(K/128)]")
+    V._array(a_scale, "a_scale", (FLOAT32,), "float32", 2, "[sum M, ceil(K/128)]")
     b_shape = V._array(b, "b", V.FP8_DTYPES, V._FP8, 3, "[G, N, K]")
-    V._array(b_scale, "b_scale", (V.FLOAT32,), "float32", 3, "[G, ceil(N/128), ceil(K/128)]")
-    V._array(m_indices, "m_indices", (V.INT32,), "int32", 1, "[sum M]")
+    V._array(b_scale, "b_scale", (FLOAT32,), "float32", 3, "[G, ceil(N/128), ceil(K/128)]")
+    V._array(m_indices, "m_indices", (INT32,), "int32", 1, "[sum M]")
     m, groups = a_shape[0], b_shape[0]
     if groups < 1:
         raise ValueError(f"b must hold at least 1 group; got shape {b_shape}")
@@ -656,7 +570,7 @@ mutations = st.fixed_dictionaries({}, optional={
     "shape": st.lists(small, min_size=1, max_size=3),
     "strides": st.lists(st.integers(-300, 300 * 300), min_size=3, max_size=3),
     "dtype": st.sampled_from([np.uint8, np.int8, np.float32, np.int32, BF16, np.float16]),
-    "ptr": st.integers(0, 64).map(lambda x: BASE + x),
+    "ptr": st.integers(0, 64).map(lambda x: BASE_PTR + x),
     "device": st.integers(0, 2),
 })
 

@@ -1,54 +1,12 @@
-"""CPU tier: every configuration the heuristic picks compiles for sm_90a, and its SASS looks right;
-the heuristic's choices respect the hardware's limits."""
+"""CPU tier: every configuration of the catalog (tests/kernel_configs.py) compiles for sm_90a and its
+SASS looks right; the host's shared-memory size matches the kernel's layout."""
 import functools
 import re
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from cugemm8 import fp8_gemm, heuristics, jit, sass
-
-DENSE = [(m, n, k) for m in (64, 128, 4096)
-         for n, k in ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))]
-SPREAD = [(1, 8, 16), (7, 24, 112), (65, 136, 144), (200, 1000, 1040), (1000, 4104, 2000), (3000, 256, 7168),
-          (129, 2048, 128), (257, 512, 4096), (17, 576, 7168), (2048, 7168, 576)]
-CONTIGUOUS = [(4, 8192, 4096, 7168), (4, 8192, 7168, 2048), (8, 4096, 4096, 7168), (8, 4096, 7168, 2048),
-              (3, 300, 136, 400)]
-MASKED = [(g, e, n, k) for g, e in ((1, 1024), (2, 512), (4, 256)) for n, k in ((4096, 7168), (7168, 2048))] + [
-    (32, 40, 24, 128)]
-SMS = (132, 114, 78)
-CONTIGUOUS_EXPLICIT = [heuristics.make_config("contiguous", n, 384, 5, bm, bn)
-                       for bm, bn, n in ((256, 128, 256), (128, 128, 256), (64, 64, 256), (128, 160, 320))]
-
-SPLIT_EXPLICIT = [heuristics.make_config("masked", bn, k, 3, bm, bn, tail_split=True)
-                  for bm, bn, k in ((128, 128, 1024), (256, 128, 384), (64, 64, 256), (128, 144, 640))]
-
-
-def picked_configs():
-    configs = set()
-    for sms in SMS:
-        for m, n, k in DENSE + SPREAD:
-            configs.add(heuristics.choose("normal", m, n, k, 1, sms).config)
-        for g, m, n, k in CONTIGUOUS:
-            configs.add(heuristics.choose("contiguous", g * m, n, k, g, sms).config)
-        for g, m, n, k in MASKED:
-            configs.add(heuristics.choose("masked", m, n, k, g, sms).config)
-    # Multicast (clusters of 2) is not picked by the heuristic at present; compile the configurations
-    # the GPU tier runs explicitly (tests/test_gpu_gemm.py::test_multicast_*).
-    for bm, bn in ((256, 128), (128, 96), (64, 64)):
-        configs.add(heuristics.make_config("normal", 8 * bn, 1040, 1, bm, bn, cluster=2))
-    configs.add(heuristics.make_config("masked", 512, 1024, 3, 256, 128, cluster=2))
-    # Contiguous tiles of every height over 64-row expert segments (tests/test_gpu_gemm.py).
-    for cfg in CONTIGUOUS_EXPLICIT:
-        configs.add(cfg)
-    # The masked split last wave at every tile height (tests/test_gpu_gemm.py::test_masked_split_last_wave).
-    for cfg in SPLIT_EXPLICIT:
-        configs.add(cfg)
-    return sorted(configs, key=repr)
-
-
-CONFIGS = picked_configs()
+from kernel_configs import CONFIGS
 
 
 @pytest.fixture(scope="module")
@@ -86,34 +44,6 @@ def test_trace_build_only_when_asked():
     assert "SR_GLOBALTIMER" not in plain and "SR_GLOBALTIMER" in traced
 
 
-def test_heuristic_picks_known_good_tiles():
-    # The configuration every benchmark shape gets must fit, and large shapes must use big tiles.
-    plan = heuristics.choose("normal", 4096, 7168, 16384, 1, 132)
-    assert plan.config.block_m * plan.config.block_n >= 128 * 128
-    assert heuristics.choose("normal", 64, 2112, 7168, 1, 132).config.block_m == 64
-
-
-@settings(max_examples=300, deadline=None)
-@given(layout=st.sampled_from(heuristics.LAYOUTS), m=st.integers(1, 70000), n=st.integers(1, 8192).map(lambda v: 8 * v),
-       k=st.integers(1, 2048).map(lambda v: 16 * v), groups=st.integers(1, 64), sms=st.integers(1, 144))
-def test_heuristic_limits(layout, m, n, k, groups, sms):
-    if layout == "normal":
-        groups = 1
-    plan = heuristics.choose(layout, m, n, k, groups, sms)
-    cfg = plan.config
-    assert cfg.smem_bytes <= heuristics.SMEM_CAPACITY
-    assert 1 <= plan.grid <= sms
-    assert 1 <= cfg.stages <= max(1, -(-k // 128))
-    assert cfg.block_n % 8 == 0 and cfg.block_m in (64, 128, 256)
-    assert cfg.block_n <= 128 or 128 % (cfg.block_n - 128) == 0
-    if layout == "contiguous":
-        # Every tile size honours 64-row expert segments (one pass per expert run of 64-row slabs);
-        # 256-row tiles, which more often span two experts, only where experts are large on average.
-        assert heuristics.CONTIGUOUS_M_ALIGNMENT == 64 and cfg.block_n <= 128
-        assert cfg.block_m < 256 or m >= heuristics.WIDE_ROWS * groups
-    assert heuristics.choose(layout, m, n, k, groups, sms) == plan  # deterministic
-
-
 @pytest.mark.parametrize("layout, m, n, k, groups", [("normal", 4096, 7168, 16384, 1), ("masked", 256, 4096, 7168, 3),
                                                     ("masked", 64, 2112, 7168, 37), ("contiguous", 8192, 4096, 200, 5)])
 def test_smem_formula_matches_kernel_layout(layout, m, n, k, groups):
@@ -122,27 +52,6 @@ def test_smem_formula_matches_kernel_layout(layout, m, n, k, groups):
     cfg = heuristics.choose(layout, m, n, k, groups, 132).config
     src = fp8_gemm.render(cfg) + "static_assert(cg8::kSmemBytes == %d, \"mismatch\");\n" % cfg.smem_bytes
     jit.compile_cubin(src)
-
-
-def test_heuristic_against_measured_sweep():
-    """The heuristic against a measured sweep of every candidate configuration (H200, NOTES.md): its
-    pick for each benchmark shape must be within 10% of the best measured configuration, and within
-    3% on average (0.9% when the heuristic was set; 3.8% for DeepGEMM's rule)."""
-    import glob
-    import json
-    import math
-
-    path = sorted(glob.glob("bench/results/tune-h200-*.json"))[0]
-    results = json.load(open(path))["results"]
-    losses = []
-    for r in results:
-        cfg = heuristics.choose("normal", r["m"], r["n"], r["k"], 1, 132).config
-        rows = {(x["block_m"], x["block_n"], x["cluster"]): x["us"] for x in r["rows"]}
-        mine = rows[(cfg.block_m, cfg.block_n, cfg.cluster)]
-        best = min(rows.values())
-        assert mine <= 1.1 * best, (r["m"], r["n"], r["k"], cfg, mine, best)
-        losses.append(math.log(mine / best))
-    assert math.exp(sum(losses) / len(losses)) <= 1.03
 
 
 @functools.lru_cache(maxsize=None)

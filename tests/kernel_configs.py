@@ -1,0 +1,63 @@
+"""The catalog of kernel configurations the CPU tier compiles (and a SASS-digest tool reads): every
+configuration the heuristic picks for the shapes below on each SM count, and the explicit ones the
+GPU tier runs. Also the fixed configurations and FFMA settings of the patch's tests."""
+from cugemm8 import heuristics
+
+DENSE = [(m, n, k) for m in (64, 128, 4096)
+         for n, k in ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))]
+
+SPREAD = [(1, 8, 16), (7, 24, 112), (65, 136, 144), (200, 1000, 1040), (1000, 4104, 2000), (3000, 256, 7168),
+          (129, 2048, 128), (257, 512, 4096), (17, 576, 7168), (2048, 7168, 576)]
+
+CONTIGUOUS = [(4, 8192, 4096, 7168), (4, 8192, 7168, 2048), (8, 4096, 4096, 7168), (8, 4096, 7168, 2048),
+              (3, 300, 136, 400)]
+
+MASKED = [(g, e, n, k) for g, e in ((1, 1024), (2, 512), (4, 256)) for n, k in ((4096, 7168), (7168, 2048))] + [
+    (32, 40, 24, 128)]
+
+SMS = (132, 114, 78)
+
+CONTIGUOUS_EXPLICIT = [heuristics.make_config("contiguous", n, 384, 5, bm, bn)
+                       for bm, bn, n in ((256, 128, 256), (128, 128, 256), (64, 64, 256), (128, 160, 320))]
+
+SPLIT_EXPLICIT = [heuristics.make_config("masked", bn, k, 3, bm, bn, tail_split=True)
+                  for bm, bn, k in ((128, 128, 1024), (256, 128, 384), (64, 64, 256), (128, 144, 640))]
+
+
+def picked_configs():
+    configs = set()
+    for sms in SMS:
+        for m, n, k in DENSE + SPREAD:
+            configs.add(heuristics.choose("normal", m, n, k, 1, sms).config)
+        for g, m, n, k in CONTIGUOUS:
+            configs.add(heuristics.choose("contiguous", g * m, n, k, g, sms).config)
+        for g, m, n, k in MASKED:
+            configs.add(heuristics.choose("masked", m, n, k, g, sms).config)
+    # Multicast (clusters of 2) is not picked by the heuristic at present; compile the configurations
+    # the GPU tier runs explicitly (tests/gpu/test_dense.py, test_masked.py: test_multicast_*).
+    for bm, bn in ((256, 128), (128, 96), (64, 64)):
+        configs.add(heuristics.make_config("normal", 8 * bn, 1040, 1, bm, bn, cluster=2))
+    configs.add(heuristics.make_config("masked", 512, 1024, 3, 256, 128, cluster=2))
+    # Contiguous tiles of every height over 64-row expert segments (tests/gpu/test_contiguous.py).
+    for cfg in CONTIGUOUS_EXPLICIT:
+        configs.add(cfg)
+    # The masked split last wave at every tile height (tests/gpu/test_masked.py::test_masked_split_last_wave).
+    for cfg in SPLIT_EXPLICIT:
+        configs.add(cfg)
+    return sorted(configs, key=repr)
+
+
+CONFIGS = picked_configs()
+
+
+# ----------------------------------------------------------------------------- the FFMA patch's configurations
+def config(block_m: int, block_n: int = 128, n: int = 2112, k: int = 7168) -> heuristics.KernelConfig:
+    """An explicit configuration (independent of the heuristic's current choices)."""
+    return heuristics.make_config("normal", n, k, 1, block_m, block_n)
+
+
+ONE_WG = config(64)      # one math warpgroup: ptxas leaves the promotion FFMAs without yields
+TWO_WG = config(256)     # two math warpgroups: ptxas interleaves yields itself
+OFF = {"enabled": False}
+VARIANTS = {"on": {"enabled": True}, "fraction_1": {"enabled": True, "fraction": 1.0},
+            "no_keep": {"enabled": True, "keep_compiler_yields": False}}
