@@ -4,6 +4,7 @@ configuration, the JIT's source folder), in one place: when they move, only this
 (round_robin)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
@@ -41,6 +42,26 @@ class Library:
     def config(self, fields: dict):
         """A KernelConfig from dataclasses.asdict of one (e.g. a configuration of the other package)."""
         return self.KernelConfig(**fields)
+
+    def grid_for(self, cfg, tiles: int, num_sms: int) -> int:
+        return self.heuristics.grid_for(cfg, tiles, num_sms)
+
+    def launch_plan(self, cfg, grid: int, num_tiles: int):
+        return self.heuristics.LaunchPlan(config=cfg, grid=grid, num_tiles=num_tiles)
+
+    @contextlib.contextmanager
+    def api_choosing(self, choose=None):
+        """The public API plans with `choose(layout, m, n, k, groups, sms)` inside the block (None: its own
+        heuristic); its cache of prepared calls is emptied before and after."""
+        api = self._mod("api")
+        real = api.choose
+        api._prepared.clear()
+        api.choose = choose or real
+        try:
+            yield
+        finally:
+            api.choose = real
+            api._prepared.clear()
 
     # ------------------------------------------------------------------ building and launching
     def build(self, cfg, ffma=None) -> bytes:

@@ -1,28 +1,11 @@
-"""CPU tier: scripts/trace_timeline.py's summary of a kernel timeline, on a hand-made event log."""
-import importlib.util
-import sys
-from pathlib import Path
-
+"""CPU tier: benchmarks.trace's summary of a kernel timeline, on a hand-made event log."""
 import numpy as np
 import pytest
 
-pytest.importorskip("cupy")
-
-
-def _trace_module():
-    scripts = Path(__file__).resolve().parents[1] / "scripts"
-    if str(scripts) not in sys.path:
-        sys.path.insert(0, str(scripts))   # it imports the sweeps' timer from scripts/tune_grouped.py
-    path = scripts / "trace_timeline.py"
-    spec = importlib.util.spec_from_file_location("trace_timeline", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module   # its dataclass resolves annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
+from benchmarks import trace as tt
 
 
 def test_summarize_phases_of_a_split_pair():
-    tt = _trace_module()
     ev = np.zeros((3, tt.TRACE_CTAS, tt.TRACE_SLOTS, 4), dtype=np.uint64)
 
     def log(role, cta, events):   # (tag, info, ns, clock)
@@ -54,3 +37,12 @@ def test_summarize_phases_of_a_split_pair():
     assert s["wg1_minus_wg0_tile_start_us"]["median"] == pytest.approx(0.1)
     assert s["wg1_minus_wg0_main_done_us"]["median"] == pytest.approx(-0.1)
     assert s["sm_ghz"]["min"] == pytest.approx(2.0)                # 14200 cycles in 7.1 us
+
+
+def test_config_for_forces_tile_and_split():
+    case = tt.Case("x", "masked", (276,), 7168, 2048, (128, 128), False)
+    cfg = tt.config_for(case, 132)
+    assert (cfg.block_m, cfg.block_n, cfg.tail_split) == (128, 128, False)
+    assert tt.config_for(tt.Case("y", "masked", (276,), 7168, 2048, (128, 128), True), 132).tail_split
+    names = [c.name for c in tt.CASES]
+    assert len(names) == len(set(names))

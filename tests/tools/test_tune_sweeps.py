@@ -1,23 +1,12 @@
-"""CPU tier for scripts/tune_grouped.py: its candidate lists and contiguous layouts (no GPU, no compiling)."""
-import importlib.util
-from pathlib import Path
-
+"""CPU tier for the sweeps (benchmarks.tune, benchmarks.tune_grouped): candidate lists and contiguous
+layouts (no GPU, no compiling)."""
 import numpy as np
 
 import cugemm8
-from cugemm8 import bench, heuristics
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("tune_grouped", ROOT / "scripts" / "tune_grouped.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-tg = _load()
+from benchmarks import shapes as bench
+from benchmarks import tune
+from benchmarks import tune_grouped as tg
+from cugemm8 import heuristics
 
 
 def test_shape_tables_match_the_benchmark():
@@ -89,3 +78,24 @@ def test_best_row_prefers_correct_rows():
     assert tg.best_row(rows)["us"] == 7.0
     assert tg.best_row([{"us": 5.0, "ok": False}])["us"] == 5.0
     assert tg.best_row([{"us": None, "ok": False}]) is None
+
+
+def test_dense_candidates():
+    cfgs = tune.dense_candidates(64, 2112, 7168)
+    assert cfgs and len(cfgs) == len(set(cfgs))
+    assert all(c.block_m == 64 and c.cluster == 1 and c.stages >= 2 for c in cfgs)
+    big = tune.dense_candidates(4096, 7168, 2048)
+    assert {c.block_m for c in big} == {64, 128, 256} and any(c.cluster == 2 for c in big)
+    assert heuristics.choose("normal", 4096, 7168, 2048, 1, 132).config in big
+    rasters = tune.dense_candidates(4096, 7168, 2048, rasters=(8, 16))
+    assert {(c.raster_group, c.cluster) for c in rasters} <= {(8, 1), (8, 2), (16, 1), (16, 2)}
+    assert tune.DENSE == [(s.m, s.n, s.k) for s in bench.DENSE_SHAPES]
+
+
+def test_dense_line_names_best_and_pick():
+    rows = [{"block_m": 64, "block_n": 16, "stages": 8, "cluster": 1, "raster": 8, "us": 10.0, "tflops": 1.0,
+             "ok": True, "picked": False},
+            {"block_m": 64, "block_n": 64, "stages": 6, "cluster": 1, "raster": 8, "us": 11.0, "tflops": 1.0,
+             "ok": False, "picked": True}]
+    line = tune.dense_line({"m": 64, "n": 2112, "k": 7168, "rows": rows, "pick": None}, raster_sweep=False)
+    assert "best  64x 16x 8c1" in line and "(1.10x)" in line and "MISMATCH in [(64, 64)]" in line
