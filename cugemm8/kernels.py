@@ -21,7 +21,7 @@ KERNEL_NAME = "cugemm8_fp8_gemm"
 # on or off, and its parameters. CUGEMM8_DISABLE_FFMA_INTERLEAVE=1 turns it off (=0 forces it on).
 # Off by default: measured on an H200 with NVRTC 13.0, the patch changed no kernel's time beyond the
 # run-to-run spread (geometric mean of on/off 1.0006 over 28 shapes, against 1.0029 between two
-# timings of the same unpatched kernel; bench/results/ffma-ab-*.json, NOTES.md). ptxas 13 already
+# timings of the same unpatched kernel; bench/results/v4/ffma-ab-*.json, NOTES.md). ptxas 13 already
 # interleaves yields on the two-warpgroup kernels' promotion FFMAs.
 FFMA_INTERLEAVE_DEFAULT = False
 FFMA_DEFAULT_FRACTION = 9 / 16
