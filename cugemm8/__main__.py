@@ -1,4 +1,4 @@
-"""Command line: ``python -m cugemm8 info | sass ... | bench ...``."""
+"""Command line: ``python -m cugemm8 info | sass ...`` (the benchmark is ``python -m benchmarks`` in a checkout)."""
 from __future__ import annotations
 
 import argparse
@@ -76,14 +76,7 @@ def main(argv=None) -> int:
     p.add_argument("--layout", choices=("normal", "contiguous", "masked"), default="normal")
     p.add_argument("--groups", type=int, default=1)
     p.add_argument("--no-ffma-interleave", action="store_true", help="show the SASS without the FFMA patch")
-    sub.add_parser("bench", help="the benchmark tables (GPU); `bench --help` for options", add_help=False)
-    args, rest = parser.parse_known_args(argv)
-    if args.cmd == "bench":
-        from . import bench
-
-        return bench.main(rest) or 0
-    if rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    args = parser.parse_args(argv)
     return {"info": cmd_info, "sass": cmd_sass}[args.cmd](args)
 
 

@@ -169,7 +169,7 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
 
     def candidate(bm: int, bn: int) -> KernelConfig:
         # No TMA multicast: CTA pairs sharing A through a cluster of 2 measured 3-5% slower on every
-        # large benchmark shape (bench/results/raster-cluster-*.json, and again in NOTES.md v11): these
+        # large benchmark shape (bench/results/v5/raster-cluster-*.json, and again in NOTES.md v11): these
         # kernels are not L2-bound, and a pair advances at the pace of its slower CTA. (KernelConfig.
         # cluster=2 stays available and tested.) The masked split needs CTA pairs.
         return make_config(layout, n, k, num_groups, bm, bn, tail_split=num_sms >= 2 and tail_split_for(layout, bn, k))
@@ -181,7 +181,7 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
         # shapes, each with its drawn rows and with one group alone, the tile with the best
         # steady-state throughput per area (128x128, two accumulators; 256 rows for large groups)
         # was within 1.19x (1.23x in a second sweep) of the best tile in all 12 cases, where the
-        # wave rule's picks lost up to 1.84x (bench/results/tune-grouped-h200-20261122T0414.json,
+        # wave rule's picks lost up to 1.84x (bench/results/v7/tune-grouped-h200-20261122T0414.json,
         # T0424). A scenario-hedged cost model picked no better. It is used when it fills the GPU
         # at the expected rows.
         bm = 256 if m >= WIDE_ROWS else 128

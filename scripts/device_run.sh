@@ -25,7 +25,7 @@ for step in ${STEPS:-smoke tests bench}; do
                | tee "$OUT/ffma.log" | tail -50 ;;
     sanitize) timeout ${SANITIZE_TIMEOUT:-420} python3 scripts/sanitize.py --out "$OUT/sanitize.json" 2>&1 \
                | tee "$OUT/sanitize.log" | tail -30 ;;
-    bench) timeout ${BENCH_TIMEOUT:-420} python3 -m cugemm8 bench --out "$OUT" ${BENCH_ARGS:-} 2>&1 \
+    bench) timeout ${BENCH_TIMEOUT:-420} python3 -m benchmarks --out "$OUT" ${BENCH_ARGS:-} 2>&1 \
                | tee "$OUT/bench.log" | tail -70 ;;
     esac
 done

@@ -42,7 +42,7 @@ def test_heuristic_against_measured_sweep():
     import json
     import math
 
-    path = sorted(glob.glob("bench/results/tune-h200-*.json"))[0]
+    path = sorted(glob.glob("bench/results/v2/tune-h200-*.json"))[0]
     results = json.load(open(path))["results"]
     losses = []
     for r in results:

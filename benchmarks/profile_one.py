@@ -1,0 +1,55 @@
+"""One GEMM call (after warm-up) for a profiler to catch:
+
+    python -m benchmarks.profile_one M N K [BM BN CLUSTER] [--groups G] [--masked G]
+
+--groups G: the contiguous layout, G experts of M/G rows each (M a multiple of 64*G), B [G, N, K].
+--masked G: the masked layout, G groups of M valid rows each in a [G, max_m, K] A (max_m: M rounded
+up to a multiple of the benchmark's MASKED_MAX_M), expected_m = M.
+Run under e.g. `ncu --clock-control none -k cugemm8_fp8_gemm --launch-skip 2 -c 1 ...` (scripts/ncu_pair.sh)."""
+import argparse
+import sys
+
+import cupy
+import numpy as np
+
+import cugemm8
+
+from . import library
+from .shapes import MASKED_MAX_M
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("shape", type=int, nargs="+", help="M N K [BM BN CLUSTER]")
+    ap.add_argument("--groups", type=int, default=0)
+    ap.add_argument("--masked", type=int, default=0)
+    args = ap.parse_args(argv)
+    m, n, k = args.shape[:3]
+    g = args.groups or args.masked
+    layout = "masked" if args.masked else "contiguous" if g else "normal"
+    rng = cupy.random.default_rng(0)
+    a_shape = (g, -(-m // MASKED_MAX_M) * MASKED_MAX_M, k) if args.masked else (m, k)
+    a, sa = cugemm8.per_token_cast_to_fp8(rng.standard_normal(a_shape, dtype=cupy.float32))
+    b, sb = cugemm8.per_block_cast_to_fp8(rng.standard_normal((g, n, k) if g else (n, k), dtype=cupy.float32))
+    sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
+    out = cupy.empty(a_shape[:-1] + (n,), dtype=cugemm8.api.BF16)
+    if args.masked:
+        idx = cupy.full((g,), m, dtype=cupy.int32)
+    else:
+        idx = cupy.asarray(np.repeat(np.arange(g, dtype=np.int32), m // g)) if g else None
+    lib = library.current()
+    cfg = lib.choose(layout, m, n, k, max(g, 1), cugemm8.get_num_sms()).config
+    if len(args.shape) > 3:
+        bm, bn, cl = args.shape[3:6]
+        cfg = lib.make_config(layout, n, k, max(g, 1), bm, bn, cluster=cl)
+    grid = cugemm8.get_num_sms() if args.masked else None
+    run = lib.bind(cfg, a, sa, b, sb, out, layout=idx, grid=grid)
+    print(cfg, "grid", run.launcher.grid, flush=True)
+    for _ in range(3):
+        run()
+    cupy.cuda.Device().synchronize()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

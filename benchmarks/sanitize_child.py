@@ -1,0 +1,164 @@
+"""The compute-sanitizer child of benchmarks/sanitize.py: runs every case of a JSON list through the public
+API (CuPy's memory pool off, so memcheck sees each array's exact bounds) and checks what was written."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+import zlib
+from pathlib import Path
+
+from . import library
+
+
+# ----------------------------------------------------------------------------- child: run the cases
+def _codes(rng, shape):
+    """Random finite e4m3 codes of moderate magnitude, from a 1 MiB pattern (cheap for big B)."""
+    import numpy as np
+
+    size = int(np.prod(shape))
+    n = min(size, 1 << 20)
+    exp = rng.integers(6, 11, size=n, dtype=np.int32)
+    mant = rng.integers(0, 8, size=n, dtype=np.int32)
+    sign = rng.integers(0, 2, size=n, dtype=np.int32)
+    pattern = (sign << 7 | exp << 3 | mant).astype(np.uint8)
+    return np.resize(pattern, size).reshape(shape)
+
+
+def _a_scale(cp, np, rng, lead: tuple, m: int, kb: int, kind: str):
+    """float32 [*lead, m, kb] on the device: the kernel's M-major layout built on the host (no
+    conversion kernel), or row-major (the API converts it)."""
+    values = rng.uniform(0.5, 2.0, size=lead + (m, kb)).astype(np.float32)
+    if kind == "rowmajor":
+        return cp.asarray(values)
+    am = -(-m // 4) * 4
+    store = np.zeros(lead + (kb, am), np.float32)
+    store[..., :m] = np.swapaxes(values, -1, -2)
+    return cp.asarray(store).swapaxes(-1, -2)[..., :m, :]
+
+
+def _poisoned_out(cp, shape, bf16):
+    out = cp.empty(shape, dtype=bf16)
+    out.data.memset(0xFF, out.nbytes)            # all NaN, no kernel
+    return out
+
+
+def _nonfinite(bits):
+    return (bits & 0x7F80) == 0x7F80
+
+
+def run_case(case: dict, tiny: bool) -> str:
+    import numpy as np
+
+    import cugemm8
+    from cugemm8 import api
+
+    lib = library.current()
+    rng = np.random.default_rng(zlib.crc32(case["name"].encode()))
+    n, k = case["n"], case["k"]
+    kb, nb = -(-k // 128), -(-n // 128)
+    groups = case.get("groups", 1)
+    forced = None
+    if "config" in case:
+        cfg = lib.config(case["config"])
+        num_sms = case.get("num_sms") or cugemm8.get_num_sms()
+        if cfg.layout == "normal":
+            tiles = -(-case["m"] // cfg.block_m) * cfg.num_n_blocks
+        elif cfg.layout == "contiguous":
+            tiles = -(-len(case["m_indices"]) // cfg.block_m) * cfg.num_n_blocks
+        else:
+            tiles = -(-case["max_m"] // cfg.block_m) * cfg.num_n_blocks * groups
+        grid = lib.grid_for(cfg, max(tiles, 1), num_sms)   # as the API would launch it
+
+        def forced(layout, m_, n_, k_, groups_, sms_):
+            assert (layout, n_, k_, groups_) == (cfg.layout, cfg.n, cfg.k, cfg.num_groups), "case/config mismatch"
+            return lib.launch_plan(cfg, grid, tiles)
+
+    # the API's own planning, or the case's configuration (its prepared calls dropped either way: forced
+    # cases may share a call signature with another configuration)
+    with lib.api_choosing(forced):
+        return _run(case, cugemm8, api, lib, rng, n, k, kb, nb, groups)
+
+
+def _run(case, cugemm8, api, lib, rng, n, k, kb, nb, groups) -> str:
+    import cupy as cp
+    import numpy as np
+
+    if case["layout"] == "normal":
+        m = case["m"]
+        a = cp.asarray(_codes(rng, (m, k)))
+        sa = _a_scale(cp, np, rng, (), m, kb, case["a_scale"])
+        b = cp.asarray(_codes(rng, (n, k)))
+        sb = cp.asarray(rng.uniform(0.5, 2.0, (nb, kb)).astype(np.float32))
+        out = _poisoned_out(cp, (m, n), api.BF16)
+        cugemm8.matmul(a, sa, b, sb, out=out)
+        cp.cuda.Device().synchronize()
+        bits = cp.asnumpy(out.view(cp.uint16))
+        bad = int(_nonfinite(bits).sum())
+        if bad:
+            return f"{bad} outputs not written or not finite"
+    elif case["layout"] == "contiguous":
+        idx = np.asarray(case["m_indices"], np.int32)
+        m = len(idx)
+        a = cp.asarray(_codes(rng, (m, k)))
+        sa = _a_scale(cp, np, rng, (), m, kb, case["a_scale"])
+        b = cp.asarray(_codes(rng, (groups, n, k)))
+        sb = cp.asarray(rng.uniform(0.5, 2.0, (groups, nb, kb)).astype(np.float32))
+        out = _poisoned_out(cp, (m, n), api.BF16)
+        cugemm8.m_grouped_matmul_contiguous(a, sa, b, sb, cp.asarray(idx), out=out)
+        cp.cuda.Device().synchronize()
+        bits = cp.asnumpy(out.view(cp.uint16))
+        padding = np.zeros(m, bool)
+        bm = lib.config(case["config"] if "config" in case else case["chosen"]).block_m
+        for start in range(0, m, bm):
+            first = idx[start]
+            padding[start:start + bm] = (first < 0 or first >= groups)
+        padding |= idx < 0
+        if (bits[padding] != 0).any():
+            return "padding rows are not zero"
+        if _nonfinite(bits[~padding]).any():
+            return "computed rows not written or not finite"
+    else:
+        max_m = case["max_m"]
+        a = cp.asarray(_codes(rng, (groups, max_m, k)))
+        sa = _a_scale(cp, np, rng, (groups,), max_m, kb, case["a_scale"])
+        b = cp.asarray(_codes(rng, (groups, n, k)))
+        sb = cp.asarray(rng.uniform(0.5, 2.0, (groups, nb, kb)).astype(np.float32))
+        masked_m = np.asarray(case["masked_m"], np.int32)
+        out = _poisoned_out(cp, (groups, max_m, n), api.BF16)
+        cugemm8.m_grouped_matmul_masked(a, sa, b, sb, cp.asarray(masked_m), case["expected_m"], out=out)
+        cp.cuda.Device().synchronize()
+        bits = cp.asnumpy(out.view(cp.uint16))
+        for g in range(groups):
+            rows = min(max(int(masked_m[g]), 0), max_m)
+            if _nonfinite(bits[g, :rows]).any():
+                return f"group {g}: valid rows not written or not finite"
+            if (bits[g, rows:] != 0xFFFF).any():
+                return f"group {g}: rows past masked_m written"
+    return ""
+
+
+def child(cases_file: str, tiny: bool) -> int:
+    import cupy as cp
+
+    cp.cuda.set_allocator(None)                  # every array its own cudaMalloc: exact bounds for memcheck
+    cp.cuda.set_pinned_memory_allocator(None)
+    cases = json.loads(Path(cases_file).read_text())
+    failed = 0
+    for i, case in enumerate(cases):
+        t0 = time.monotonic()
+        try:
+            problem = run_case(case, tiny)
+        except Exception as exc:  # noqa: BLE001 - report and go on with the other cases
+            problem = f"{type(exc).__name__}: {exc}"
+        failed += bool(problem)
+        print(f"sanitize-case {i + 1}/{len(cases)} {'FAIL' if problem else 'ok'} {time.monotonic() - t0:.1f}s "
+              f"{case['name']}{': ' + problem if problem else ''}", flush=True)
+    print(f"sanitize-child done: {len(cases) - failed} ok, {failed} failed", flush=True)
+    return 1 if failed else 0
+
+
+
+
+if __name__ == "__main__":
+    sys.exit(child(sys.argv[1], "--tiny" in sys.argv[2:]))

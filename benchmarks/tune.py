@@ -1,0 +1,218 @@
+"""Configuration sweeps on the GPU, for setting the heuristic from measurements (not a test, not the
+benchmark): every candidate configuration of each shape is built up front (worker processes fill the JIT's
+disk cache), checked once, and timed by the protocol (protocol.py; median of --reps, no settling between
+configurations). This module holds the parts both sweeps share and the dense sweep:
+
+    python -m benchmarks.tune [--shapes dense|small|large] [--reps 10] [--out FILE] [--raster 8,16]
+
+The grouped sweep is benchmarks/tune_grouped.py.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import multiprocessing
+import os
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+
+from . import library
+from .report import git_info, package_version
+from .shapes import DENSE_SHAPES
+
+RTOL, ATOL = 2e-2, 1e-2
+DENSE = [(s.m, s.n, s.k) for s in DENSE_SHAPES]
+
+
+# ----------------------------------------------------------------------------- shared: compiling
+def _compile_one(fields: dict) -> str | None:
+    """Build one configuration as the launch path would (fills the disk cache); the error text or None."""
+    lib = library.current()
+    try:
+        lib.build(lib.config(fields))
+        return None
+    except Exception as exc:
+        return f"{type(exc).__name__}: {str(exc)[:2000]}"
+
+
+def _ensure_disk_cache() -> str | None:
+    """Worker processes hand their cubins over through the disk cache: make sure it is writable (else
+    point CUGEMM8_CACHE_DIR at a temporary folder, inherited by the workers). The folder used if changed."""
+    where = library.current().cache_dir()
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=where):
+            pass
+        return None
+    except OSError:
+        tmp = tempfile.mkdtemp(prefix="cugemm8-tune-")
+        os.environ["CUGEMM8_CACHE_DIR"] = tmp
+        return tmp
+
+
+def compile_all(cfgs, jobs: int) -> dict:
+    """Build every configuration (in `jobs` worker processes: the JIT compiles one source at a time per
+    process; falling back to this process); returns the compile errors by configuration."""
+    todo = sorted(set(cfgs), key=repr)
+    errors, results = {}, {}
+    if jobs > 1 and len(todo) > 1 and not os.environ.get("CUGEMM8_JIT_DISABLE_CACHE"):
+        moved = _ensure_disk_cache()
+        if moved:
+            print(f"JIT cache directory not writable: using {moved}", flush=True)
+        try:
+            ctx = multiprocessing.get_context("spawn")   # the parent may already hold a CUDA context
+            with ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=ctx) as pool:
+                results = dict(zip(todo, pool.map(_compile_one, [dataclasses.asdict(c) for c in todo])))
+        except Exception as exc:   # a worker died (or no processes here): compile the rest in-process
+            print(f"compile pool failed ({type(exc).__name__}: {exc}); compiling in this process", flush=True)
+    for cfg in todo:
+        err = results.get(cfg) or _compile_one(dataclasses.asdict(cfg))   # a worker's cubin loads from disk
+        if err is not None:
+            errors[cfg] = err
+    return errors
+
+
+# ----------------------------------------------------------------------------- shared: timing and output
+class SweepTimer:
+    """The protocol for sweeps: median of `reps` flushed, event-timed calls, in µs; no settling or warm-up
+    per configuration (each is called once for its check just before)."""
+
+    def __init__(self, reps: int):
+        from .protocol import Timer
+
+        self.reps = reps
+        self.timer = Timer(settle_s=0.0, warmup=0)
+
+    def __call__(self, fn) -> float:
+        return self.timer.median(fn, self.reps) * 1e6
+
+    def one(self, fn) -> float:
+        return self.timer.one(fn) * 1e6
+
+
+def provenance() -> dict:
+    """What a sweep's JSON needs to be read later: when, the driver and CUDA versions, the libraries, the
+    commit."""
+    import cupy
+
+    return {"utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "driver_api_version": cupy.cuda.runtime.driverGetVersion(),
+            "cuda_runtime_version": cupy.cuda.runtime.runtimeGetVersion(),
+            "nvrtc": ".".join(map(str, library.current().nvrtc_version())), "cupy": cupy.__version__,
+            "cuda_bindings": package_version("cuda-bindings"), "git": git_info()}
+
+
+def write(path: str | None, doc: dict) -> None:
+    if not path:
+        return
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    os.replace(tmp, path)
+
+
+def gpu_props() -> dict:
+    import cupy
+
+    return library.current().device_properties(cupy.cuda.runtime.getDevice())
+
+
+# ----------------------------------------------------------------------------- the dense sweep
+def dense_candidates(m: int, n: int, k: int, rasters=(None,)) -> list:
+    """Every tile (BLOCK_M 64/128/256 with the heuristic's BLOCK_N candidates, multiples of 16 or the odd
+    multiples of 8 up to 120) with >= 2 stages, single CTAs and (M >= 512, even n-blocks) pairs; with several
+    `rasters`, only the heuristic's tile at each band width, single and paired."""
+    lib = library.current()
+    if len(rasters) > 1:
+        base = lib.choose("normal", m, n, k, 1, 132).config
+        return [dataclasses.replace(base, raster_group=r, cluster=c) for r in rasters for c in (1, 2)
+                if c == 1 or base.num_n_blocks % 2 == 0]
+    out = []
+    for bm in (64, 128, 256):
+        if bm > 64 and m <= 64:
+            continue
+        for bn in lib.block_n_candidates(bm):
+            if bn % 16 and bn not in (24, 40, 56, 72, 88, 104, 120):
+                continue
+            if lib.make_config("normal", n, k, 1, bm, bn).stages < 2:
+                continue
+            for cluster in (1, 2):
+                if cluster == 2 and (m < 512 or -(-n // bn) % 2):
+                    continue
+                out.append(lib.make_config("normal", n, k, 1, bm, bn, cluster=cluster))
+    return out
+
+
+def dense_shape(m, n, k, cands, timer: SweepTimer, sms: int) -> dict:
+    import cupy
+
+    import cugemm8
+
+    lib = library.current()
+    rng = cupy.random.default_rng(0)
+    a, sa = cugemm8.per_token_cast_to_fp8(rng.standard_normal((m, k), dtype=cupy.float32))
+    b, sb = cugemm8.per_block_cast_to_fp8(rng.standard_normal((n, k), dtype=cupy.float32))
+    sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
+    out = cupy.empty((m, n), dtype=cugemm8.api.BF16)
+    ref = cugemm8.matmul(a, sa, b, sb).astype(cupy.float32)
+    pick = lib.choose("normal", m, n, k, 1, sms)
+    rows = []
+    for cfg in cands:
+        call = lib.bind(cfg, a, sa, b, sb, out)
+        call()
+        ok = bool(cupy.allclose(out.astype(cupy.float32), ref, rtol=RTOL, atol=ATOL))
+        us = timer(call)
+        rows.append({"block_m": cfg.block_m, "block_n": cfg.block_n, "stages": cfg.stages, "cluster": cfg.cluster,
+                     "raster": cfg.raster_group, "us": us, "tflops": 2 * m * n * k / us / 1e6, "ok": ok,
+                     "picked": cfg == pick.config})
+    rows.sort(key=lambda r: r["us"])
+    return {"m": m, "n": n, "k": k, "rows": rows, "pick": pick}
+
+
+def dense_line(res: dict, raster_sweep: bool) -> str:
+    m, n, k, rows = res["m"], res["n"], res["k"], res["rows"]
+    if raster_sweep:
+        return f"{m:5d} {n:6d} {k:6d}  " + "  ".join(
+            f"r{r['raster']}c{r['cluster']}:{r['us']:.1f}" for r in sorted(rows, key=lambda r: (r["raster"], r["cluster"])))
+    best = rows[0]
+    mine = next((r for r in rows if r["picked"]), None)
+    text = (f"{m:5d} {n:6d} {k:6d}  best {best['block_m']:3d}x{best['block_n']:3d}x{best['stages']:2d}c{best['cluster']} "
+            f"{best['us']:8.1f}us {best['tflops']:6.0f}TF  ")
+    text += (f"pick {mine['block_m']}x{mine['block_n']}x{mine['stages']}c{mine['cluster']} {mine['us']:8.1f}us "
+             f"({mine['us'] / best['us']:.2f}x)" if mine else f"pick {res['pick'].config} not swept")
+    bad = [(r["block_m"], r["block_n"]) for r in rows if not r["ok"]]
+    return text + (f"  MISMATCH in {bad}" if bad else "")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shapes", default="dense", choices=("dense", "small", "large"))
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--raster", default=None, help="comma-separated band widths to sweep (with the picked tile)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 4, help="compile processes")
+    args = ap.parse_args(argv)
+    rasters = tuple(int(v) for v in args.raster.split(",")) if args.raster else (None,)
+    shapes = {"dense": DENSE, "small": [s for s in DENSE if s[0] <= 128],
+              "large": [s for s in DENSE if s[0] > 128]}[args.shapes]
+    import cugemm8
+
+    sms = cugemm8.get_num_sms()
+    cands = {s: dense_candidates(*s, rasters=rasters) for s in shapes}
+    errors = compile_all({c for cs in cands.values() for c in cs}, args.jobs)
+    print(f"compiled {sum(map(len, cands.values()))} configurations" + (f"; {len(errors)} failed" if errors else ""),
+          flush=True)
+    timer = SweepTimer(args.reps)
+    results = []
+    for s in shapes:
+        res = dense_shape(*s, [c for c in cands[s] if c not in errors], timer, sms)
+        print(dense_line(res, len(rasters) > 1), flush=True)
+        results.append({k: v for k, v in res.items() if k != "pick"})
+    write(args.out, {"gpu": gpu_props(), "info": {**provenance(), "reps": args.reps, "sms": sms}, "results": results})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
