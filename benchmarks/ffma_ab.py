@@ -6,7 +6,7 @@
 
 For every benchmark shape (shapes.py) the heuristic's configuration is built once per variant (patch off,
 the default patch, fraction 1.0, keep_compiler_yields=False, both) and launched through
-runtime.bind(..., ffma=variant) on the same inputs. Before timing, every variant's output is
+fp8_gemm.bind(..., ffma=variant) on the same inputs. Before timing, every variant's output is
 compared bit for bit with the unpatched kernel's (the patch changes scheduling hints only), and the
 unpatched output is checked against the FP32 product (calc_diff). Timing is the protocol's
 (protocol.py, interleaved with the order rotating every repetition, median of --reps calls per variant),
@@ -104,7 +104,7 @@ def variant_cubins(cfg, variants):
         if spec["enabled"]:
             expected, count = ffma.interleave(off, spec["fraction"], keep_compiler_yields=spec["keep_compiler_yields"])
             if cubin != expected:
-                raise AssertionError(f"{name}: kernels.build differs from ffma.interleave of the unpatched cubin")
+                raise AssertionError(f"{name}: fp8_gemm.build differs from ffma.interleave of the unpatched cubin")
         else:
             count = 0
         out[name] = (cubin, count, cubin == off)

@@ -20,6 +20,14 @@ class Library:
     def _mod(self, sub: str):
         return importlib.import_module(f"{self.name}.{sub}")
 
+    def _host(self):
+        """The kernel's host side: fp8_gemm (render, build, tensor maps, bind); before the restructure,
+        render and build lived in kernels and bind in runtime (a --base checkout may be that old)."""
+        try:
+            return self._mod("fp8_gemm")
+        except ModuleNotFoundError:
+            return None
+
     # ------------------------------------------------------------------ configurations
     @property
     def heuristics(self):
@@ -66,14 +74,15 @@ class Library:
     # ------------------------------------------------------------------ building and launching
     def build(self, cfg, ffma=None) -> bytes:
         """The cubin (fills the JIT caches under the key the launch path looks up)."""
-        return self._mod("kernels").build(cfg, ffma=ffma)
+        return (self._host() or self._mod("kernels")).build(cfg, ffma=ffma)
 
     def render(self, cfg) -> str:
-        return self._mod("kernels").render(cfg)
+        return (self._host() or self._mod("kernels")).render(cfg)
 
     def bind(self, cfg, a, a_scale, b, b_scale, out, *, layout=None, grid=None, ffma=None):
         """run(out=..., stream_ptr=...) launching `cfg` on these arrays; run.launcher.grid/.kernel."""
-        return self._mod("runtime").bind(cfg, a, a_scale, b, b_scale, out, layout=layout, grid=grid, ffma=ffma)
+        return (self._host() or self._mod("runtime")).bind(cfg, a, a_scale, b, b_scale, out, layout=layout, grid=grid,
+                                                          ffma=ffma)
 
     def device_properties(self, device: int) -> dict:
         return self._mod("runtime").device_properties(device)
@@ -98,15 +107,15 @@ class Library:
         jit._sources_digest.cache_clear()
 
     def wrap_render(self, wrapper) -> None:
-        """kernels.render = wrapper(original render); build() looks render up at call time."""
-        kernels = self._mod("kernels")
-        kernels.render = wrapper(kernels.render)
+        """render = wrapper(original render); build() looks render up at call time."""
+        host = self._host() or self._mod("kernels")
+        host.render = wrapper(host.render)
 
     def forget_loaded(self) -> None:
         """Drop loaded modules and launchers (builds that differ outside the cache key share keys)."""
-        runtime = self._mod("runtime")
-        runtime._kernels.clear()
-        runtime._launchers.clear()
+        owner = self._host() or self._mod("runtime")
+        owner._kernels.clear()
+        owner._launchers.clear()
 
     def module_global(self, kernel, name: str) -> tuple[int, int]:
         """(device pointer, bytes) of a __device__ variable of a loaded kernel's module."""

@@ -2,7 +2,7 @@
 
     python -m benchmarks.trace [--case NAME ...] [--calls 3] [--out DIR]
 
-Builds each case's kernel with CG8_TRACE defined (cuda_src/trace.cuh: math thread 0 and the producer
+Builds each case's kernel with CG8_TRACE defined (cuda_src/gemm/trace.cuh: math thread 0 and the producer
 thread of every CTA log tile starts, main-loop ends, stores and loads with %globaltimer and clock64),
 runs it after an L2 flush, reads the log back (cuModuleGetGlobal) and prints, per case: the call's span,
 the CTAs' start spread, time per tile (normal and split halves), the gap between a tile's store and
@@ -25,9 +25,9 @@ import numpy as np
 from . import library
 from .shapes import MASKED_MAX_M
 
-# Event tags: keep in step with cuda_src/trace.cuh.
+# Event tags: keep in step with cuda_src/gemm/trace.cuh.
 START, SET_UP, TILE, MAIN_DONE, EXCHANGED, STORED, LOOP, STAGED, LOADS, LOADS_DONE, END = 1, 2, 10, 11, 12, 13, 14, 15, 20, 21, 30
-TRACE_CTAS, TRACE_SLOTS = 264, 512   # kTraceCtas, kTraceSlots (cuda_src/trace.cuh)
+TRACE_CTAS, TRACE_SLOTS = 264, 512   # kTraceCtas, kTraceSlots (cuda_src/gemm/trace.cuh)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -341,7 +341,7 @@ def main(argv=None) -> int:
             "masked_max_m": MASKED_MAX_M, "seed": SEED, "rtol": RTOL, "atol": ATOL, "compile_s": compile_s,
             "configs_compiled": len(todo | extra), "compile_errors": len(errors),
             "timer": "protocol.py: 1 GiB memset, CUDA events around one call, median; no settling",
-            "note": "us/tflops over valid rows; configs launched by runtime.bind with its default grid "
+            "note": "us/tflops over valid rows; configs launched by fp8_gemm.bind with its default grid "
                     "(masked: all SMs); refs.api is the API call (the pick with the heuristic's grid)"}
     timer = SweepTimer(args.reps)
     results = []

@@ -1,9 +1,10 @@
 // FP8 (e4m3) quantizers, DeepSeek-V3 recipe: amax of each tile (clamped to >= 1e-4),
 // q = saturate_e4m3(x * (448 / amax)), scale = amax / 448. Loaded by cugemm8/quantize.py through
-// cupy.RawModule; needs no headers. Results are bitwise equal to the NumPy references, so every
+// cupy.RawKernel, its include written in. Results are bitwise equal to the NumPy references, so every
 // float operation is written out with its rounding (no contraction, no fast division).
 //
 // in_kind: 0 float32, 1 float16, 2 bfloat16 (16-bit inputs are read as raw bits).
+#include "ptx/convert.cuh"
 
 __device__ __forceinline__ float load_as_float(const void* x, int in_kind, long long i) {
     if (in_kind == 0) {
@@ -13,17 +14,10 @@ __device__ __forceinline__ float load_as_float(const void* x, int in_kind, long 
     if (in_kind == 2) {
         return __uint_as_float(static_cast<unsigned int>(bits) << 16);
     }
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits));
-    return f;
+    return cg8::f16_bits_to_f32(bits);
 }
 
-// Round to nearest even, clamp to +-448 (satfinite), return the e4m3 bits.
-__device__ __forceinline__ unsigned char to_e4m3(float v) {
-    unsigned short pair;
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(v));
-    return static_cast<unsigned char>(pair & 0xFF);  // the second source lands in the low byte
-}
+__device__ __forceinline__ unsigned char to_e4m3(float v) { return cg8::f32_to_e4m3_sat(v); }
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll

@@ -1,9 +1,8 @@
 """The GEMM kernel's host side: its source for one configuration, the cached and FFMA-patched cubin,
 its tensor maps and packed arguments, and its launch.
 
-The kernel lives in ``cuda_src/fp8_gemm.cuh``; ``render`` writes the small translation unit that
-fixes its compile-time constants and adds the one ``wgmma`` wrapper for the chosen BLOCK_N (an
-inline-asm operand list of BLOCK_N/2 accumulators, which the C preprocessor cannot generate).
+The kernel lives in ``cuda_src/`` (entry ``fp8_gemm.cu``, the parts under ``gemm/`` and ``ptx/``);
+``render`` writes the small translation unit that fixes its compile-time configuration.
 
 The hot path (``GemmLauncher.launch``) allocates nothing: tensor maps are cached per problem
 geometry and only their global addresses are swapped when a call brings new arrays; the argument
@@ -20,50 +19,32 @@ import cupy
 from . import ffma as _ffma
 from . import jit, runtime
 from .ffma import FfmaSettings, FfmaSpec, ffma_settings
-from .heuristics import GEMM_TYPE_CODE, KernelConfig
+from .heuristics import BLOCK_K, CONTIGUOUS_M_ALIGNMENT, KernelConfig
 from .layout import get_tma_aligned_size
 
 KERNEL_NAME = "cugemm8_fp8_gemm"
 
 
-def wgmma_wrapper(n: int) -> str:
-    """`wgmma_m64k32(d, desc_a, desc_b, scale_d)`: one m64nNk32 e4m3 x e4m3 -> f32 MMA from shared memory."""
-    regs = n // 2
-    outs = ", ".join(f"%{i}" for i in range(regs))
-    constraints = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    return (
-        "__device__ __forceinline__ void wgmma_m64k32(float (&d)[%d], uint64_t desc_a, uint64_t desc_b, "
-        "uint32_t scale_d) {\n"
-        '    asm volatile("{\\n .reg .pred p;\\n setp.ne.b32 p, %%%d, 0;\\n"\n'
-        '        " wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 {%s}, %%%d, %%%d, p, 1, 1;\\n}"\n'
-        "        : %s\n"
-        '        : "l"(desc_a), "l"(desc_b), "r"(scale_d));\n'
-        "}\n"
-    ) % (regs, regs + 2, n, outs, regs, regs + 1, constraints)
+_LAYOUTS = {"normal": "Layout::kNormal", "contiguous": "Layout::kContiguous", "masked": "Layout::kMasked"}
 
 
 def render(cfg: KernelConfig) -> str:
-    consts = {
-        "kShapeN": cfg.n,
-        "kShapeK": cfg.k,
-        "kBlockM": cfg.block_m,
-        "kBlockN": cfg.block_n,
-        "kStages": cfg.stages,
-        "kNumMathWG": cfg.num_math_wg,
-        "kSwizzleD": cfg.swizzle_d,
-        "kGemmType": GEMM_TYPE_CODE[cfg.layout],
-        "kNumGroups": cfg.num_groups,
-        "kRasterGroup": cfg.raster_group,
-        "kClusterSize": cfg.cluster,
-        "kTailSplit": int(cfg.tail_split),
-        "kRecordSlots": cfg.record_slots,
-    }
-    lines = ['#include "ptx.cuh"', "namespace cg8 {"]
-    lines += [f"constexpr uint32_t {name} = {value};" for name, value in consts.items()]
-    lines.append(wgmma_wrapper(cfg.block_n))
-    lines.append("}  // namespace cg8")
-    attr = f"__cluster_dims__({cfg.cluster_dims}, 1, 1)" if cfg.cluster_dims > 1 else ""
-    lines += [f"#define CG8_CLUSTER_ATTRIBUTE {attr}", '#include "fp8_gemm.cuh"', ""]
+    """The translation unit of one configuration: `cg8::Config` (the GemmConfig of cuda_src/gemm/config.cuh),
+    the cluster attribute where clusters are launched, the kernel, and compile-time checks that the CUDA
+    side agrees with this package on BLOCK_K, the contiguous alignment and the shared-memory size."""
+    params = [_LAYOUTS[cfg.layout], cfg.n, cfg.k, cfg.num_groups, cfg.block_m, cfg.block_n, cfg.stages,
+              cfg.num_math_wg, cfg.swizzle_d, cfg.raster_group, cfg.cluster, "true" if cfg.tail_split else "false",
+              cfg.record_slots]
+    lines = ['#include "gemm/config.cuh"',
+             f"namespace cg8 {{ using Config = GemmConfig<{', '.join(map(str, params))}>; }}"]
+    if cfg.cluster_dims > 1:
+        lines.append(f"#define CG8_CLUSTER_DIMS __cluster_dims__({cfg.cluster_dims}, 1, 1)")
+    lines += ['#include "fp8_gemm.cu"',
+              f'static_assert(cg8::kBlockK == {BLOCK_K}, "BLOCK_K differs from cugemm8.heuristics");',
+              f'static_assert(cg8::kSlabRows == {CONTIGUOUS_M_ALIGNMENT}, '
+              '"the contiguous alignment is the slab height");',
+              f'static_assert(cg8::SmemLayout<cg8::Config>::kBytes == {cfg.smem_bytes}, '
+              '"shared memory differs from cugemm8.heuristics.smem_bytes");', ""]
     return "\n".join(lines)
 
 

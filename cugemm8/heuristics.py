@@ -11,15 +11,12 @@ BLOCK_K = 128
 MAX_STAGES = 16               # running stage counters: no unrolling cost per stage
 RECORD_SLOTS = 4                 # contiguous: tile records the record warp may run ahead (rendered as kRecordSlots)
 FULL_WAVE = 0.8                  # a last wave this full counts as full (tile efficiency matters more)
-RASTER_GROUP = 8                 # n-blocks per rasterization band (8 beat 16 by 4-5% at N=7168, M=4096)
+RASTER_GROUP = 8                 # n-blocks per rasterization band (8 beat 16: NOTES.md v5)
 LAYOUTS = ("normal", "contiguous", "masked")
-GEMM_TYPE_CODE = {"normal": 0, "contiguous": 1, "masked": 2}
 CONTIGUOUS_M_ALIGNMENT = 64      # expert segments start at multiples of this (contiguous layout):
                                  # the kernel reads an expert per 64-row slab, whatever BLOCK_M is
-SPLIT_MIN_K_BLOCKS = 8           # masked: split the last wave only from this many k-blocks. A split tile
-                                 # costs half a tile plus ~1.2 us of exchange (traced, H200); one group of
-                                 # 276 rows at N=7168 went 14.6 -> 14.1 us at K=1024, 21.3 -> 19.1 at
-                                 # K=2048, and 642 rows at 4096x7168 53.5 -> 42.1 (NOTES.md v10)
+SPLIT_MIN_K_BLOCKS = 8           # masked: split the last wave only from this many k-blocks, where half a
+                                 # tile pays for the exchange (NOTES.md v10)
 WIDE_ROWS = 2048                 # rows per group from which a grouped layout uses 256-row tiles:
                                  # contiguous, the mean per expert (a tile spanning two experts costs
                                  # about one more pass); masked, the expected count (a group's last
@@ -89,10 +86,11 @@ def ceil_div(a: int, b: int) -> int:
 
 def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: int = 0,
                tail_split: bool = False, record_slots: int = 0) -> int:
-    """Must mirror the layout in cuda_src/fp8_gemm.cuh: the D tile; per stage A, B and A's scales;
-    the tile's B scales (every k-block, one or two scale rows, 16-byte rounded); the masked layout's
-    rows and running tile totals per group, or the contiguous layout's ring of tile records (16-byte
-    rounded); 2 barriers a stage, 2 more for the split tail, 2 per record slot."""
+    """Bytes of the kernel's shared-memory map (cuda_src/gemm/smem.cuh; every rendered kernel asserts the
+    two agree): the D tile; per stage A, B and A's scales; the tile's B scales (every k-block, one or two
+    scale rows, 16-byte rounded); the masked layout's rows and running tile totals per group, or the
+    contiguous layout's ring of tile records (16-byte rounded); 2 barriers a stage, 2 more for the split
+    tail, 2 per record slot."""
     sb_rows = 1 if 128 % block_n == 0 else 2
     sb = -(-(ceil_div(k, BLOCK_K) * sb_rows * 4) // 16) * 16
     rows = -(-(masked_groups * 8) // 16) * 16
@@ -168,22 +166,17 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
     groups = num_groups if layout == "masked" else 1   # the contiguous layout's rows are already summed
 
     def candidate(bm: int, bn: int) -> KernelConfig:
-        # No TMA multicast: CTA pairs sharing A through a cluster of 2 measured 3-5% slower on every
-        # large benchmark shape (bench/results/v5/raster-cluster-*.json, and again in NOTES.md v11): these
-        # kernels are not L2-bound, and a pair advances at the pace of its slower CTA. (KernelConfig.
-        # cluster=2 stays available and tested.) The masked split needs CTA pairs.
+        # No TMA multicast: these kernels are not L2-bound, and a pair advances at the pace of its slower
+        # CTA; it measured slower on every large shape (NOTES.md v5, v11). (KernelConfig.cluster=2 stays
+        # available and tested.) The masked split needs CTA pairs.
         return make_config(layout, n, k, num_groups, bm, bn, tail_split=num_sms >= 2 and tail_split_for(layout, bn, k))
 
     if layout == "masked" and m > 64:
-        # The rows per group are only expected (DeepGEMM's tests draw 0.7-1.3x), so the wave
-        # arithmetic below, exact for the dense GEMM, turns into guesswork: a group with a few rows
-        # more than planned adds a block and can add a wave. Measured on the six masked benchmark
-        # shapes, each with its drawn rows and with one group alone, the tile with the best
-        # steady-state throughput per area (128x128, two accumulators; 256 rows for large groups)
-        # was within 1.19x (1.23x in a second sweep) of the best tile in all 12 cases, where the
-        # wave rule's picks lost up to 1.84x (bench/results/v7/tune-grouped-h200-20261122T0414.json,
-        # T0424). A scenario-hedged cost model picked no better. It is used when it fills the GPU
-        # at the expected rows.
+        # The rows per group are only expected, so the wave arithmetic below, exact for the dense GEMM,
+        # turns into guesswork: a group with a few rows more than planned adds a block and can add a wave.
+        # The tile with the best steady-state throughput per area (128x128, two accumulators; 256 rows for
+        # large groups) stayed closest to the best tile across the masked benchmark's draws, where the wave
+        # rule's picks lost far more (NOTES.md v7). It is used when it fills the GPU at the expected rows.
         bm = 256 if m >= WIDE_ROWS else 128
         bn = min(128, ceil_div(n, 16) * 16)
         config = candidate(bm, bn)
@@ -198,8 +191,7 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
         for bn in block_n_candidates(bm):
             if layout == "contiguous" and bn > 128:
                 # Its problems are large: with tens of waves, the two-accumulator 128-row tiles
-                # (BLOCK_N <= 128) beat wider single-accumulator ones by 6-20% at M=4096 (dense sweep),
-                # though a wider tile needs fewer waves.
+                # (BLOCK_N <= 128) beat wider single-accumulator ones (NOTES.md v6).
                 continue
             config = candidate(bm, bn)
             if config.stages < min(3, ceil_div(k, BLOCK_K)):

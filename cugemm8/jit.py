@@ -31,7 +31,7 @@ def source_dir() -> Path:
     """The folder holding the CUDA sources: inside the installed package, or the checkout's top."""
     here = Path(__file__).resolve().parent
     for candidate in (here / "cuda_src", here.parent / "cuda_src"):
-        if (candidate / "fp8_gemm.cuh").is_file():
+        if (candidate / "fp8_gemm.cu").is_file():
             return candidate
     raise FileNotFoundError(f"cugemm8: cannot find cuda_src/ next to {here}")
 

@@ -38,6 +38,14 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def kernel_source() -> str:
+    """cuda_src/quantize.cu with its one include (ptx/convert.cuh) written in: CuPy's compile cache keys
+    on the source text, so the text must hold everything the kernels are built from."""
+    root = jit.source_dir()
+    include = '#include "ptx/convert.cuh"'
+    return (root / "quantize.cu").read_text().replace(include, (root / "ptx" / "convert.cuh").read_text())
+
+
 def _kernel(name: str):
     """The RawKernel ``name`` from cuda_src/quantize.cu (CuPy compiles and loads it per device)."""
     kernel = _kernel_cache.get(name)
@@ -45,7 +53,7 @@ def _kernel(name: str):
         with _kernel_lock:
             kernel = _kernel_cache.get(name)
             if kernel is None:
-                source = (jit.source_dir() / "quantize.cu").read_text()
+                source = kernel_source()
                 kernel = _kernel_cache[name] = cupy.RawKernel(source, name, options=NVRTC_OPTIONS)
     return kernel
 

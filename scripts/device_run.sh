@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One call on the lent GPU machine: smoke check, GPU test tier, tuning sweep, benchmark.
-#   STEPS="smoke tests tune tune-grouped bench" bash scripts/device_run.sh      (results and logs under $OUT)
+#   STEPS="smoke tests round-robin bench" bash scripts/device_run.sh      (results and logs under $OUT)
+# round-robin times this checkout against BASE (a folder with another checkout's cugemm8/ and cuda_src/).
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} CUGEMM8_CACHE_DIR=${CUGEMM8_CACHE_DIR:-/tmp/cugemm8-cache}
@@ -25,6 +26,8 @@ for step in ${STEPS:-smoke tests bench}; do
                | tee "$OUT/ffma.log" | tail -50 ;;
     sanitize) timeout ${SANITIZE_TIMEOUT:-420} python3 scripts/sanitize.py --out "$OUT/sanitize.json" 2>&1 \
                | tee "$OUT/sanitize.log" | tail -30 ;;
+    round-robin) timeout ${RR_TIMEOUT:-300} python3 -m benchmarks.round_robin --base "${BASE:-.peer/base}" \
+               --out "$OUT/round-robin.json" ${RR_ARGS:-} 2>&1 | tee "$OUT/round-robin.log" | tail -45 ;;
     bench) timeout ${BENCH_TIMEOUT:-420} python3 -m benchmarks --out "$OUT" ${BENCH_ARGS:-} 2>&1 \
                | tee "$OUT/bench.log" | tail -70 ;;
     esac

@@ -304,7 +304,7 @@ def test_cache_key_covers_every_input(sources_copy, monkeypatch):
         jit._sources_digest.cache_clear()
         keys[label] = jit.cache_key(src, OPTIONS)
 
-    gemm = sources_copy / "fp8_gemm.cuh"
+    gemm = sources_copy / "gemm" / "mainloop.cuh"
     original = gemm.read_bytes()
     changed_tree("cuda_src_edit", lambda: gemm.write_bytes(original + b"\n// one more line\n"))
     changed_tree("cuda_src_one_byte", lambda: gemm.write_bytes(original[:-1] + bytes([original[-1] ^ 1])))
@@ -316,8 +316,8 @@ def test_cache_key_covers_every_input(sources_copy, monkeypatch):
     changed_tree("cuda_src_new_subdir_file",
                  lambda: ((sources_copy / "detail").mkdir(), (sources_copy / "detail" / "x.cuh").write_text("//\n")))
     shutil.rmtree(sources_copy / "detail")
-    ptx = sources_copy / "ptx.cuh"
-    changed_tree("cuda_src_rename", lambda: ptx.rename(sources_copy / "ptx2.cuh"))
+    ptx = sources_copy / "ptx" / "tma.cuh"
+    changed_tree("cuda_src_rename", lambda: ptx.rename(sources_copy / "ptx" / "tma2.cuh"))
 
     assert len(set(keys.values())) == len(keys), {k: v for k, v in keys.items()
                                                   if list(keys.values()).count(v) > 1}
@@ -352,7 +352,7 @@ def test_key_change_forces_rebuild_end_to_end(cache, sources_copy, monkeypatch):
         m.setattr(jit, "nvrtc_version", lambda: (99, 9))
         assert rebuilt() == plain
 
-    gemm = sources_copy / "fp8_gemm.cuh"
+    gemm = sources_copy / "gemm" / "mainloop.cuh"
     gemm.write_bytes(gemm.read_bytes() + b"\n// edited\n")
     jit._sources_digest.cache_clear()
     assert rebuilt() == plain

@@ -1,0 +1,16 @@
+// The FP8 GEMM kernel's entry point, one configuration per compile. cugemm8/fp8_gemm.py renders the
+// translation unit: it defines cg8::Config (a GemmConfig), CG8_CLUSTER_DIMS where clusters are
+// launched, and includes this file.
+#include "gemm/kernel.cuh"
+
+#ifndef CG8_CLUSTER_DIMS
+#define CG8_CLUSTER_DIMS
+#endif
+
+extern "C" __global__ void __launch_bounds__(cg8::Config::kThreads, 1) CG8_CLUSTER_DIMS
+cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
+                 const __grid_constant__ CUtensorMap tmap_sa, const __grid_constant__ CUtensorMap tmap_d,
+                 const float* __restrict__ sb, const int* __restrict__ layout, unsigned short* __restrict__ d,
+                 unsigned int ldd, unsigned int m) {
+    cg8::fp8_gemm<cg8::Config>(tmap_a, tmap_b, tmap_sa, tmap_d, sb, layout, d, ldd, m);
+}

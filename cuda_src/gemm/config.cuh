@@ -1,0 +1,92 @@
+// The GEMM kernel's compile-time configuration: the values cugemm8/fp8_gemm.py renders (one
+// `using Config = GemmConfig<...>` per compile), the constants derived from them, and the rules they
+// must satisfy. M is the only run-time shape.
+#pragma once
+#include "../ptx/types.cuh"
+
+namespace cg8 {
+
+// How the rows of A (and D) are organized; each has its tile policy (scheduler.cuh).
+enum class Layout : uint32_t {
+    kNormal,      // one GEMM
+    kContiguous,  // MoE: experts' rows concatenated, an expert id per row (m_indices)
+    kMasked,      // MoE: a fixed capacity of rows per group, the valid count per group (masked_m)
+};
+
+constexpr uint32_t kBlockK = 128;    // K per promotion: the k-block of the scaling recipe
+constexpr uint32_t kSlabRows = 64;   // rows of one wgmma (m64): a slab, the unit a math warpgroup computes
+
+template <Layout kLayout_, uint32_t kShapeN_, uint32_t kShapeK_, uint32_t kNumGroups_, uint32_t kBlockM_,
+          uint32_t kBlockN_, uint32_t kStages_, uint32_t kNumMathWG_, uint32_t kSwizzleD_, uint32_t kRasterGroup_,
+          uint32_t kMulticast_, bool kTailSplit_, uint32_t kRecordSlots_>
+struct GemmConfig {
+    static constexpr Layout kLayout = kLayout_;
+    static constexpr uint32_t kShapeN = kShapeN_;
+    static constexpr uint32_t kShapeK = kShapeK_;
+    static constexpr uint32_t kNumGroups = kNumGroups_;   // experts / groups (1: normal)
+    static constexpr uint32_t kBlockM = kBlockM_;
+    static constexpr uint32_t kBlockN = kBlockN_;
+    static constexpr uint32_t kStages = kStages_;         // shared-memory stages of the load ring
+    static constexpr uint32_t kNumMathWG = kNumMathWG_;
+    static constexpr uint32_t kSwizzleD = kSwizzleD_;     // bytes of the output tile's TMA swizzle span (0: none)
+    static constexpr uint32_t kRasterGroup = kRasterGroup_;  // n-blocks per rasterization band
+    // 2: the two CTAs of a cluster work on tiles of the same rows (adjacent n-blocks), and each loads
+    // half of the shared A tile (and its scales) into both with a multicast TMA load.
+    static constexpr uint32_t kMulticast = kMulticast_;
+    // Masked layout: a last wave that would leave at least half of the CTAs idle is split in K over the
+    // two CTAs of a cluster (split.cuh).
+    static constexpr bool kTailSplit = kTailSplit_;
+    static constexpr uint32_t kRecordSlots = kRecordSlots_;  // contiguous: slots of the tile-record ring
+
+    // ------------------------------------------------------------------ threads
+    static constexpr uint32_t kMathThreads = 128 * kNumMathWG;
+    static constexpr uint32_t kThreads = kMathThreads + 128;  // + the producer warpgroup
+    static constexpr uint32_t kClusterDims = (kMulticast > 1 || kTailSplit) ? 2 : 1;  // CTAs per cluster as launched
+    static constexpr uint32_t kMulticastRows = kBlockM / kMulticast;  // A rows each CTA of a pair loads
+
+    // ------------------------------------------------------------------ tiles
+    static constexpr uint32_t kSlabsPerTile = kBlockM / kSlabRows;
+    static constexpr uint32_t kSlabsPerWG = kSlabsPerTile / kNumMathWG;
+    static constexpr uint32_t kNumKBlocks = (kShapeK + kBlockK - 1) / kBlockK;
+    static constexpr uint32_t kNumNBlocks = (kShapeN + kBlockN - 1) / kBlockN;
+    static constexpr uint32_t kScaleRowsB = (kShapeN + 127) / 128;  // rows of B's scale grid per group
+    static constexpr bool kMayStraddle = (128 % kBlockN) != 0;     // a tile may span two rows of that grid
+    static constexpr uint32_t kScaleRowsPerTile = kMayStraddle ? 2 : 1;
+    // Two accumulator sets (the MMA of one k-block overlaps the promotion of the previous) where
+    // registers allow: one slab per warpgroup and 3 x kBlockN/2 live FP32 registers.
+    static constexpr uint32_t kAccSets = (kSlabsPerWG == 1 && kBlockN <= 128) ? 2 : 1;
+
+    // ------------------------------------------------------------------ output tile in shared memory
+    // kBlockN columns split into atoms of kAtomBytes per row (the TMA swizzle span), each atom kBlockM
+    // rows, stored one after another.
+    static constexpr uint32_t kAtomBytes = kSwizzleD ? kSwizzleD : kBlockN * 2;
+    static constexpr uint32_t kAtomCols = kAtomBytes / 2;
+    static constexpr uint32_t kNumAtoms = kBlockN / kAtomCols;
+
+    static_assert(kBlockM % kSlabRows == 0 && kSlabsPerWG >= 1 && kBlockM == kSlabsPerWG * kSlabRows * kNumMathWG,
+                  "BLOCK_M must be 64 x the math warpgroups x their slabs");
+    static_assert(kSlabsPerTile <= 4, "the contiguous pass bookkeeping packs 2 bits per slab");
+    static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N must be a multiple of 8 in [8, 256]");
+    static_assert(kBlockN <= 128 || (128 % (kBlockN - 128)) == 0, "BLOCK_N > 128 must span at most two sb rows");
+    static_assert(kBlockN % kAtomCols == 0, "output atoms must tile BLOCK_N");
+    static_assert(kMulticast == 1 || (kMulticast == 2 && kNumNBlocks % 2 == 0), "multicast pairs need even n-blocks");
+    // A split tile's halves are column halves of whole 8-column fragments; the half of the partial sums a
+    // CTA receives (kBlockM x kBlockN/2 FP32) fills exactly its output tile's shared memory. (Which layouts
+    // may split, or have a record ring, their tile policies say.)
+    static_assert(!kTailSplit || (kMulticast == 1 && kNumKBlocks >= 2 && kBlockN % 16 == 0), "bad tail split");
+};
+
+// A typical configuration, for compiling the headers on their own (tests/unit/test_codegen.py).
+using DefaultConfig = GemmConfig<Layout::kNormal, 4096, 7168, 1, 128, 128, 8, 2, 128, 8, 1, false, 0>;
+
+// f(Const<I>{}), f(Const<I + 1>{}), ..., f(Const<N - 1>{}): a loop unrolled with compile-time indices.
+template <uint32_t V> struct Const { static constexpr uint32_t value = V; };
+template <bool B> struct Bool { static constexpr bool value = B; };
+template <uint32_t I, uint32_t N, class F> __device__ __forceinline__ void static_for(F&& f) {
+    if constexpr (I < N) {
+        f(Const<I>{});
+        static_for<I + 1, N>(f);
+    }
+}
+
+}  // namespace cg8

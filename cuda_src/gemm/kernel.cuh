@@ -1,0 +1,73 @@
+// The persistent, warp-specialized FP8 GEMM with fine-grained scaling for Hopper (sm_90a):
+//
+//   D[m, n] = sum_kb  sa[m, kb] * sb[n / 128, kb] * sum_{k in kb} A[m, k] * B[n, k]      (bf16 out)
+//
+// One CTA per SM walks its tiles (scheduler.cuh). Warpgroups 0 .. kNumMathWG-1 do the math (math.cuh),
+// the last one loads (producer.cuh); they meet in the stage ring (ring.cuh). This file sets up shared
+// memory and barriers and sends each warpgroup to its role. docs/architecture.md has the whole picture.
+#pragma once
+#include "math.cuh"
+#include "producer.cuh"
+
+namespace cg8 {
+
+template <class Cfg>
+__device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtensorMap& tmap_b,
+                                         const CUtensorMap& tmap_sa, const CUtensorMap& tmap_d, const float* __restrict__ sb,
+                                         const int32_t* __restrict__ layout, unsigned short* __restrict__ d,
+                                         uint32_t ldd, uint32_t m) {
+    using Tiles = TilePolicy<Cfg>;
+    extern __shared__ __align__(1024) uint8_t smem[];
+    const SharedMemory<Cfg> sm(smem);
+
+    CG8_MARK(kTraceStart);
+    if (threadIdx.x == 0 && (smem_addr(smem) & 1023u) != 0) __trap();  // 128B swizzle needs 1024-byte alignment
+
+    const uint32_t wg = threadIdx.x / 128;
+    const uint32_t tid = threadIdx.x % 128;
+    const uint32_t warp = tid / 32, lane = tid % 32;
+
+    if (threadIdx.x == Cfg::kMathThreads) {
+        tma_prefetch_map(&tmap_a);
+        tma_prefetch_map(&tmap_b);
+        tma_prefetch_map(&tmap_sa);
+        tma_prefetch_map(&tmap_d);
+        init_stage_barriers<Cfg>(sm.full, sm.empty);
+        Tiles::init_barriers(sm.ring_barriers);
+        if constexpr (Cfg::kTailSplit) {
+            mbar_init(sm.split_ready, 1);     // the peer's arrival
+            mbar_init(sm.split_received, 1);  // this CTA's expect_tx, then the peer's bytes
+        }
+        fence_barrier_init();
+        fence_proxy_async_smem();
+    }
+    Tiles::load_layout(layout, sm.words, m);
+    // With multicast, or the split tail's exchange, the peer CTA arrives on our barriers (and writes into
+    // our shared memory): it must see them initialized first. (The relaxed cluster barrier orders no
+    // memory: __syncthreads publishes the layout words.)
+    if constexpr (Cfg::kMulticast > 1) {
+        cluster_sync();
+    } else {
+        __syncthreads();
+        if constexpr (Cfg::kTailSplit) cluster_sync_relaxed();
+    }
+    Tiles::finish_layout(sm.words);
+    const uint32_t cta_rank = Cfg::kClusterDims > 1 ? cluster_ctarank() : 0;
+    CG8_MARK(kTraceSetUp);
+
+    // Math threads: their first accumulator row in a tile (the producer warpgroup: kBlockM).
+    const uint32_t thread_row = wg < Cfg::kNumMathWG ? wg * Cfg::kSlabsPerWG * 64 + warp * 16 + lane / 4 : Cfg::kBlockM;
+    const Tiles tiles(m, layout, sm.words, sm.ring_barriers, thread_row);
+    if (wg == Cfg::kNumMathWG) {
+        setmaxnreg_dec<40>();
+        Producer<Cfg>{tmap_a, tmap_b, tmap_sa, sm, tiles, {}, cta_rank}.run(tid, warp, lane);
+    } else {
+        setmaxnreg_inc<Cfg::kNumMathWG == 1 ? 240 : 232>();
+        MathWarpgroups<Cfg>(tmap_d, sb, d, ldd, sm, tiles, cta_rank, wg, tid, warp, lane).run();
+    }
+    CG8_MARK(kTraceEnd);
+    // Neither CTA of a multicast pair may exit while the other can still arrive on its barriers.
+    if constexpr (Cfg::kMulticast > 1) cluster_sync();
+}
+
+}  // namespace cg8

@@ -1,0 +1,137 @@
+// The contiguous layout's tiles: the experts' rows concatenated, each expert's segment starting at a
+// multiple of 64 rows, m_indices giving each row's expert (-1 on padding). Tiles run in the normal
+// raster order; a tile's passes come from its slabs' experts.
+#pragma once
+#include "tile.cuh"
+#include "record_ring.cuh"
+
+namespace cg8 {
+
+template <class Cfg>
+struct ContiguousTiles {
+    static_assert(Cfg::kRecordSlots > 0, "the contiguous layout needs its record ring");
+    static_assert(!Cfg::kTailSplit, "only the masked layout splits its last wave");
+    using Tile = cg8::Tile<Cfg>;
+    using Records = RecordRing<Cfg>;
+    static constexpr uint32_t kSlabs = Cfg::kSlabsPerTile;
+    static constexpr uint32_t kSlabsPerWG = Cfg::kSlabsPerWG;
+    // Each role fetches its next tile while the current one is in flight: the producer's slab-id loads
+    // then cost nothing between tiles.
+    static constexpr bool kFetchEarly = true;
+    // The rolled main loops form shared-memory addresses from a base pinned in a uniform register (else
+    // ptxas re-derived it from SR_CgaCtaId before every stage's wait: NOTES.md v11).
+    static constexpr bool kPinnedBase = true;
+    static constexpr StageWalk kStageWalk = StageWalk::kRingRounds;  // NOTES.md v15
+    static constexpr bool kIdleSlabs = false;
+    static constexpr bool kZeroRows = true;        // zero_rows() may be non-zero
+    static constexpr bool kStoresByThreads = false;  // store_by_threads() may be true
+    static constexpr uint32_t kSmemWordBytes = Records::kBytes;
+    static constexpr uint32_t kRingBarriers = 2 * Records::kSlots;
+
+    uint32_t m;               // rows of A (sum M)
+    const int32_t* layout;    // m_indices (global)
+    uint32_t num_m_blocks;
+    uint32_t tile_idx;
+    uint32_t thread_row;      // math threads: this thread's first accumulator row in a tile (kBlockM: producer)
+    uint32_t records = 0;     // math threads: tile records taken from the ring
+    Records ring;
+
+    __device__ __forceinline__ ContiguousTiles(uint32_t m_, const int32_t* m_indices, int32_t* words,
+                                               uint64_t* ring_barriers, uint32_t thread_row_)
+        : m(m_), layout(m_indices), thread_row(thread_row_), ring(words, ring_barriers) {
+        num_m_blocks = (m + Cfg::kBlockM - 1) / Cfg::kBlockM;
+        tile_idx = blockIdx.x;
+    }
+
+    __device__ __forceinline__ static void init_barriers(uint64_t* ring_barriers) {
+        Records(nullptr, ring_barriers).init_barriers();
+    }
+    __device__ __forceinline__ static void load_layout(const int32_t*, int32_t*, uint32_t) {}
+    __device__ __forceinline__ static void finish_layout(int32_t*) {}
+
+    __device__ __forceinline__ bool next(Tile& t) {
+        if (tile_idx >= num_m_blocks * Cfg::kNumNBlocks) return false;
+        raster<Cfg>(tile_idx, num_m_blocks, t.m_block, t.n_block);
+        t.rows = m;
+        t.group = 0;
+        t.passes = 1;
+        // The TMA thread reads its slabs' experts itself (the math threads take them from the record
+        // ring). Only the loads are issued here; decode() looks at the values a whole tile later, so no
+        // branch waits for them (branching on each id serialized the loads: NOTES.md v11).
+        if (thread_row >= Cfg::kBlockM) {
+#pragma unroll
+            for (uint32_t s = 0; s < kSlabs; ++s)
+                t.slab_group[s] = __ldg(layout + min(t.m_block * Cfg::kBlockM + s * 64, m - 1));
+        }
+        tile_idx += gridDim.x;
+        return true;
+    }
+    __device__ __forceinline__ bool tail(Tile&) const { return false; }
+
+    // The producer warpgroup's second warp: every tile's record, in the tile order of the other roles.
+    __device__ __forceinline__ void run_record_warp(uint32_t warp, uint32_t lane) const {
+        if (warp != 1) return;
+        ContiguousTiles walk(m, layout, ring.words, ring.full, Cfg::kBlockM);
+        Tile rt;
+        for (uint32_t n = 0; walk.next(rt); ++n) ring.publish(rt.m_block, n, layout, m, lane);
+    }
+
+    // The tile's passes (and a math thread's zero rows), from the slab ids next() loaded (the TMA
+    // thread) or from the tile's record (the math threads).
+    template <bool kMath>
+    __device__ __forceinline__ void decode(Tile& t) {
+        uint32_t zero_words[2 * kSlabsPerWG];
+        if constexpr (kMath) ring.take(records++, thread_row, t.slab_group, zero_words);
+        t.passes = t.heads = t.valid = 0;
+        int32_t prev = -1;
+        uint32_t head = 0;
+#pragma unroll
+        for (uint32_t s = 0; s < kSlabs; ++s) {
+            const int32_t g = t.m_block * Cfg::kBlockM + s * 64 < m ? t.slab_group[s] : -1;
+            t.slab_group[s] = g;
+            if (g >= 0 && g < int32_t(Cfg::kNumGroups)) {  // ids past the last expert count as padding
+                if (g != prev) head = s, t.passes |= 1u << s;
+                t.valid |= 1u << s;
+                t.heads |= head << (2 * s);
+                prev = g;
+            } else {
+                prev = -1;
+            }
+        }
+        // The math thread's own rows that come out as zeros (an id that is no expert's).
+        t.zero = 0;
+#pragma unroll
+        for (uint32_t i = 0; i < 2 * kSlabsPerWG && kMath; ++i) {
+            const uint32_t r = thread_row + (i / 2) * 64 + (i % 2) * 8;
+            if ((zero_words[i] >> (r % 32)) & 1u) t.zero |= 1u << i;
+        }
+    }
+
+    __device__ __forceinline__ uint32_t a_row(const Tile& t) const { return t.m_block * Cfg::kBlockM; }
+    __device__ __forceinline__ uint32_t sa_row(const Tile&) const { return 0u; }
+
+    // The expert whose B the pass starting at slab p multiplies with.
+    __device__ __forceinline__ int32_t pass_group(const Tile& t, uint32_t p) const {
+        int32_t g = t.slab_group[0];
+#pragma unroll
+        for (uint32_t s = 1; s < kSlabs; ++s)
+            if (p == s) g = t.slab_group[s];
+        return g;
+    }
+
+    // Slabs (of math warpgroup wg's kSlabsPerWG) that do MMAs in the pass starting at slab p.
+    __device__ __forceinline__ uint32_t active_slabs(const Tile& t, uint32_t p, uint32_t wg) const {
+        uint32_t mask = 0;
+#pragma unroll
+        for (uint32_t w = 0; w < kSlabsPerWG; ++w) {
+            const uint32_t s = wg * kSlabsPerWG + w;
+            if (((t.valid >> s) & 1u) && ((t.heads >> (2 * s)) & 3u) == p) mask |= 1u << w;
+        }
+        return mask;
+    }
+    __device__ __forceinline__ bool slab_idle(const Tile&, uint32_t) const { return false; }
+    __device__ __forceinline__ uint32_t zero_rows(const Tile& t) const { return t.zero; }
+    __device__ __forceinline__ bool store_by_threads(const Tile&) const { return false; }
+};
+
+}  // namespace cg8

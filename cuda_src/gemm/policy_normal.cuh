@@ -1,0 +1,61 @@
+// The normal layout's tiles: one GEMM of M rows, rasterized for L2 reuse.
+#pragma once
+#include "tile.cuh"
+
+namespace cg8 {
+
+template <class Cfg>
+struct NormalTiles {
+    static_assert(Cfg::kRecordSlots == 0, "only the contiguous layout has a record ring");
+    static_assert(!Cfg::kTailSplit, "only the masked layout splits its last wave");
+    using Tile = cg8::Tile<Cfg>;
+    static constexpr bool kFetchEarly = false;  // next() is arithmetic only (fetched early, it took the
+                                                // main loop's descriptors off the uniform datapath: NOTES.md v8)
+    static constexpr bool kPinnedBase = false;
+    static constexpr StageWalk kStageWalk = StageWalk::kStageAligned;  // NOTES.md v11, v15
+    static constexpr bool kIdleSlabs = false;
+    static constexpr bool kZeroRows = false;        // zero_rows() may be non-zero
+    static constexpr bool kStoresByThreads = false;  // store_by_threads() may be true
+    static constexpr uint32_t kSmemWordBytes = 0;
+    static constexpr uint32_t kRingBarriers = 0;
+
+    uint32_t m;             // rows of A
+    uint32_t num_m_blocks;
+    uint32_t tile_idx;
+
+    __device__ __forceinline__ NormalTiles(uint32_t m_, const int32_t*, int32_t*, uint64_t*, uint32_t) : m(m_) {
+        num_m_blocks = (m + Cfg::kBlockM - 1) / Cfg::kBlockM;
+        tile_idx = blockIdx.x;
+    }
+
+    __device__ __forceinline__ static void init_barriers(uint64_t*) {}
+    __device__ __forceinline__ static void load_layout(const int32_t*, int32_t*, uint32_t) {}
+    __device__ __forceinline__ static void finish_layout(int32_t*) {}
+
+    __device__ __forceinline__ bool next(Tile& t) {
+        if (tile_idx >= num_m_blocks * Cfg::kNumNBlocks) return false;
+        raster<Cfg>(tile_idx, num_m_blocks, t.m_block, t.n_block);
+        t.rows = m;
+        t.group = 0;
+        t.passes = 1;
+        tile_idx += gridDim.x;
+        return true;
+    }
+    __device__ __forceinline__ bool tail(Tile&) const { return false; }
+    template <bool kMath>
+    __device__ __forceinline__ void decode(Tile&) {}
+    __device__ __forceinline__ void run_record_warp(uint32_t, uint32_t) const {}
+
+    // Row of A and D where the tile starts; row of A's scale grid (M-major: its k-block) for k-block 0.
+    __device__ __forceinline__ uint32_t a_row(const Tile& t) const { return t.m_block * Cfg::kBlockM; }
+    __device__ __forceinline__ uint32_t sa_row(const Tile&) const { return 0u; }
+    __device__ __forceinline__ int32_t pass_group(const Tile& t, uint32_t) const { return t.group; }
+    __device__ __forceinline__ uint32_t active_slabs(const Tile&, uint32_t, uint32_t) const {
+        return (1u << Cfg::kSlabsPerWG) - 1;
+    }
+    __device__ __forceinline__ bool slab_idle(const Tile&, uint32_t) const { return false; }
+    __device__ __forceinline__ uint32_t zero_rows(const Tile&) const { return 0u; }
+    __device__ __forceinline__ bool store_by_threads(const Tile&) const { return false; }
+};
+
+}  // namespace cg8

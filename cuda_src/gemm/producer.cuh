@@ -1,0 +1,92 @@
+// The producer warpgroup. Its first thread issues every TMA load: per k-block, A's tile and its scales
+// (multicast to both CTAs of a pair when kMulticast == 2) and B's tile, all landing on the stage's
+// `full` barrier. Its second warp publishes the contiguous layout's tile records (record_ring.cuh).
+#pragma once
+#include "ring.cuh"
+#include "smem.cuh"
+#include "trace.cuh"
+#include "../ptx/tma.cuh"
+
+namespace cg8 {
+
+template <class Cfg>
+struct Producer {
+    using Tiles = TilePolicy<Cfg>;
+    using Tile = cg8::Tile<Cfg>;
+    using Smem = SmemLayout<Cfg>;
+
+    const CUtensorMap& tmap_a;
+    const CUtensorMap& tmap_b;
+    const CUtensorMap& tmap_sa;
+    const SharedMemory<Cfg> sm;
+    Tiles tiles;                // this role's walk of the tile sequence
+    RingPosition<Cfg> ring;
+    uint32_t cta_rank;
+
+    // Every load of one tile; after_load() runs after each k-block's.
+    template <bool kSplitTile, bool kWhole, class AfterLoad>
+    __device__ __forceinline__ void load_tile(const Tile& t, AfterLoad&& after_load) {
+        const int32_t a_row = int32_t(tiles.a_row(t));
+        const int32_t sa_row0 = int32_t(tiles.sa_row(t));
+        const int32_t sa_col = int32_t(t.m_block * Cfg::kBlockM);
+        CG8_MARK(kTraceLoads, (t.n_block << 16) | t.m_block);
+#pragma unroll 1
+        for (uint32_t passes = kWhole ? 1u : t.passes; passes != 0; passes &= passes - 1) {
+            const int32_t group = tiles.pass_group(t, kWhole ? 0u : __ffs(passes) - 1);
+            const int32_t b_row = int32_t(uint32_t(group) * Cfg::kShapeN + t.n_block * Cfg::kBlockN);
+            const uint32_t kb_end = kSplitTile ? t.kb_end() : Cfg::kNumKBlocks;
+#pragma unroll 1
+            for (uint32_t kb = kSplitTile ? t.kb_begin() : 0u; kb < kb_end; ++kb) {
+                mbar_wait(&sm.empty[ring.stage], ring.phase ^ 1);
+                uint64_t* bar = &sm.full[ring.stage];
+                mbar_arrive_expect_tx(bar, Smem::kStageTxBytes);
+                const uint32_t half = cta_rank * Cfg::kMulticastRows;  // this CTA's share of the A rows
+                if constexpr (Cfg::kMulticast > 1) {
+                    tma_load_2d_multicast(sm.a + ring.stage * Smem::kStageA + half * kBlockK, &tmap_a, bar,
+                                          int32_t(kb * kBlockK), a_row + int32_t(half), 0x3);
+                    tma_load_2d_multicast(sm.sa + ring.stage * Cfg::kBlockM + half, &tmap_sa, bar,
+                                          sa_col + int32_t(half), sa_row0 + int32_t(kb), 0x3);
+                } else {
+                    tma_load_2d(sm.a + ring.stage * Smem::kStageA, &tmap_a, bar, int32_t(kb * kBlockK), a_row);
+                    tma_load_2d(sm.sa + ring.stage * Cfg::kBlockM, &tmap_sa, bar, sa_col, sa_row0 + int32_t(kb));
+                }
+                tma_load_2d(sm.b + ring.stage * Smem::kStageB, &tmap_b, bar, int32_t(kb * kBlockK), b_row);
+                ring.advance();
+                after_load();
+            }
+        }
+        if constexpr (RingWalk<Cfg>::kAlignStages) {
+            for (; ring.stage != 0; ring.advance()) {  // stages this tile leaves unused: pass them through
+                mbar_wait(&sm.empty[ring.stage], ring.phase ^ 1);
+                mbar_arrive(&sm.full[ring.stage]);
+            }
+        }
+        CG8_MARK(kTraceLoadsDone);
+    }
+
+    // The TMA thread (tid 0) loads every tile of this CTA in the policy's order.
+    __device__ __forceinline__ void run(uint32_t tid, uint32_t warp, uint32_t lane) {
+        tiles.run_record_warp(warp, lane);
+        Tile t, next_t;
+        if constexpr (Tiles::kFetchEarly) {
+            bool more = tid == 0 && tiles.next(t);
+            while (more) {
+                tiles.template decode<false>(t);
+                bool fetched = false;
+                auto after_load = [&] {
+                    if (!fetched) fetched = true, more = tiles.next(next_t);
+                };
+                if (t.whole()) load_tile<false, true>(t, after_load);
+                else load_tile<false, false>(t, after_load);
+                if (!fetched) more = tiles.next(next_t);
+                t = next_t;
+            }
+        } else {
+            while (tid == 0 && tiles.next(t)) load_tile<false, true>(t, [] {});
+            if constexpr (Cfg::kTailSplit)
+                if (tid == 0 && tiles.tail(t)) load_tile<true, true>(t, [] {});
+        }
+    }
+};
+
+}  // namespace cg8

@@ -1,0 +1,67 @@
+// The shared-memory map: where each buffer lives in the kernel's dynamic shared memory. kBytes is
+// the launch's size; cugemm8/heuristics.py computes the same number (smem_bytes), and every rendered
+// kernel static_asserts that the two agree.
+//
+//   [ D tile | A x stages | B x stages | A scales x stages | B scales | layout words | barriers ]
+//
+// D: the output tile (bf16, TMA-swizzled atoms; a split tile's exchanged partial sums land here too).
+// A, B: one 128-deep k-block per stage, 128-byte swizzled as TMA writes them (1024-byte aligned).
+// A scales: kBlockM floats per stage. B scales: the tile's every k-block, one or two scale rows.
+// Layout words: the tile policy's (masked: rows and tile totals per group; contiguous: the record ring).
+// Barriers: full and empty per stage; `ready` and `received` for a split tile's exchange; the policy's.
+#pragma once
+#include "config.cuh"
+#include "scheduler.cuh"
+
+namespace cg8 {
+
+template <class Cfg>
+struct SmemLayout {
+    using Tiles = TilePolicy<Cfg>;
+    static constexpr uint32_t kTileD = Cfg::kBlockM * Cfg::kBlockN * 2;
+    static constexpr uint32_t kStageA = Cfg::kBlockM * kBlockK;
+    static constexpr uint32_t kStageB = Cfg::kBlockN * kBlockK;
+    static constexpr uint32_t kStageSA = Cfg::kBlockM * 4;
+    static constexpr uint32_t kStageTxBytes = kStageA + kStageB + kStageSA;  // TMA bytes landing per stage
+    static constexpr uint32_t kScalesB = (Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile * 4 + 15) / 16 * 16;
+    static constexpr uint32_t kSplitBarriers = Cfg::kTailSplit ? 2 : 0;
+
+    static constexpr uint32_t kOffA = kTileD;
+    static constexpr uint32_t kOffB = kOffA + Cfg::kStages * kStageA;
+    static constexpr uint32_t kOffSA = kOffB + Cfg::kStages * kStageB;
+    static constexpr uint32_t kOffSB = kOffSA + Cfg::kStages * kStageSA;
+    static constexpr uint32_t kOffWords = kOffSB + kScalesB;
+    static constexpr uint32_t kOffBarriers = kOffWords + Tiles::kSmemWordBytes;
+    static constexpr uint32_t kBytes = kOffBarriers + 8 * (2 * Cfg::kStages + kSplitBarriers + Tiles::kRingBarriers);
+
+    static_assert(kTileD % 1024 == 0 && kStageA % 1024 == 0 && kStageB % 1024 == 0,
+                  "swizzled stages must stay 1024-byte aligned");
+};
+
+// Typed views of the buffers.
+template <class Cfg>
+struct SharedMemory {
+    using Map = SmemLayout<Cfg>;
+    uint8_t* base;
+    uint8_t* d;
+    uint8_t* a;
+    uint8_t* b;
+    float* sa;
+    float* sb;
+    int32_t* words;
+    uint64_t* full;            // per stage: the TMA bytes have landed
+    uint64_t* empty;           // per stage: every math warp (of every CTA it was loaded into) is done with it
+    uint64_t* split_ready;     // kTailSplit: the peer may push into this CTA's output tile
+    uint64_t* split_received;  // kTailSplit: the peer's partial sums have landed
+    uint64_t* ring_barriers;   // the tile policy's
+
+    __device__ __forceinline__ explicit SharedMemory(uint8_t* smem)
+        : base(smem), d(smem), a(smem + Map::kOffA), b(smem + Map::kOffB),
+          sa(reinterpret_cast<float*>(smem + Map::kOffSA)), sb(reinterpret_cast<float*>(smem + Map::kOffSB)),
+          words(reinterpret_cast<int32_t*>(smem + Map::kOffWords)),
+          full(reinterpret_cast<uint64_t*>(smem + Map::kOffBarriers)), empty(full + Cfg::kStages),
+          split_ready(empty + Cfg::kStages), split_received(split_ready + 1),
+          ring_barriers(full + 2 * Cfg::kStages + Map::kSplitBarriers) {}
+};
+
+}  // namespace cg8

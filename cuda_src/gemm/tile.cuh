@@ -1,0 +1,57 @@
+// A tile of the output and the order tiles are walked in: what every tile policy (scheduler.cuh)
+// shares.
+#pragma once
+#include "config.cuh"
+
+namespace cg8 {
+
+// A tile of the output: kBlockM x kBlockN, worked in one or more passes, each with one group's B.
+// Normal and masked tiles have one pass. A contiguous tile's rows may belong to several experts
+// (segments start at multiples of 64 rows): each slab takes the expert of its first row, and every
+// run of slabs with the same valid expert is one pass; slabs of other passes (and padding slabs) skip
+// their MMAs in it. A tile with no valid slab has no pass: no loads, no MMA, zeros out.
+template <class Cfg>
+struct Tile {
+    static constexpr uint32_t kSlabs = Cfg::kSlabsPerTile;
+    uint32_t m_block;  // block index within the group's rows
+    uint32_t n_block;
+    int32_t group;     // the group of the tile's rows (normal: 0; contiguous: see slab_group)
+    uint32_t rows;     // rows of that group (masked: its valid rows)
+    uint32_t passes;   // bit p: a pass starts at slab p
+    uint32_t heads;    // contiguous: 2 bits per slab, the slab its pass starts at
+    uint32_t valid;    // contiguous: bit s: slab s has a valid expert
+    uint32_t zero;     // contiguous, math threads: bit 2w+h: this thread's row (slab w, +8h) is no expert's
+    int32_t slab_group[kSlabs];  // contiguous: each slab's expert id (valid slabs only)
+    uint32_t split;    // a split tile (tail()): 1 the first k-blocks, 2 the rest; each CTA stores column half split - 1
+
+    // The k-blocks this CTA works on: all, or its half of a split tile (the first half rounded up).
+    static constexpr uint32_t kHalfKBlocks = (Cfg::kNumKBlocks + 1) / 2;
+    __device__ __forceinline__ uint32_t kb_begin() const { return split == 2 ? kHalfKBlocks : 0u; }
+    __device__ __forceinline__ uint32_t kb_end() const { return split == 1 ? kHalfKBlocks : Cfg::kNumKBlocks; }
+
+    // One pass in which every slab works (no expert boundary or padding slab in the tile): the common
+    // case, which runs code without the pass bookkeeping. Normal and masked tiles are always whole.
+    __device__ __forceinline__ bool whole() const { return passes == 1u && valid == (1u << kSlabs) - 1; }
+};
+
+// Rasterize `local` over (m_blocks x kNumNBlocks): bands of kRasterGroup n-blocks, m-blocks within a
+// band, so a wave of CTAs shares both A and B tiles in L2.
+template <class Cfg>
+__device__ __forceinline__ void raster(uint32_t local, uint32_t m_blocks, uint32_t& mb, uint32_t& nb) {
+    const uint32_t per_band = Cfg::kRasterGroup * m_blocks;
+    const uint32_t band = local / per_band;
+    const uint32_t first_n = band * Cfg::kRasterGroup;
+    const uint32_t width = min(Cfg::kRasterGroup, Cfg::kNumNBlocks - first_n);
+    const uint32_t r = local - band * per_band;
+    mb = r / width;
+    nb = first_n + r % width;
+}
+
+// How whole tiles walk the stage ring with compile-time shared-memory addresses (mainloop.cuh).
+enum class StageWalk : uint32_t {
+    kRolled,        // a rolled loop over the k-blocks
+    kStageAligned,  // every tile starts at stage 0; stages a tile leaves unused are passed through
+    kRingRounds,    // a tile takes the ring where the last one left it: rolled up to stage 0, whole rounds
+};
+
+}  // namespace cg8

@@ -1,0 +1,40 @@
+// Thread-block clusters: rank, cluster-wide barriers and distributed shared memory.
+#pragma once
+#include "types.cuh"
+
+namespace cg8 {
+
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+// All threads of every CTA in the cluster; orders shared-memory work (barrier init) cluster-wide.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+// As cluster_sync, but the arrival orders nothing (no GPU-wide memory barrier): enough to publish barrier
+// initialization, which fence_barrier_init orders on its own.
+__device__ __forceinline__ void cluster_sync_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
+}
+
+// The address of shared-memory location `addr` (this CTA's) in CTA `cta` of this cluster.
+__device__ __forceinline__ uint32_t map_shared_rank(uint32_t addr, uint32_t cta) {
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(cta));
+    return r;
+}
+
+// 16 bytes from registers into CTA-of-the-cluster shared memory (`addr` and `bar` from
+// map_shared_rank); the store counts its bytes on that CTA's barrier `bar` (complete_tx), whose
+// waiters then see the data. Fire and forget: no fence, no round trip.
+__device__ __forceinline__ void st_async_v4(uint32_t addr, float a, float b, float c, float d, uint32_t bar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];"
+                 ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d), "r"(bar)
+                 : "memory");
+}
+
+}  // namespace cg8
