@@ -77,7 +77,7 @@ struct Epilogue {
     // Rows m0 .. rows-1 of the tile, copied out by the math threads 16 bytes at a time: a split tile's
     // column half (split - 1), or a masked group's last block (only rows below masked_m may be written).
     template <bool kSplitTile>
-    __device__ __forceinline__ static void store_threads(uint32_t base, unsigned short* __restrict__ d, uint32_t ldd, uint32_t row0,
+    __device__ __forceinline__ static void store_threads(uint32_t base, unsigned short* d, uint32_t ldd, uint32_t row0,
                                                          uint32_t n0, uint32_t rows, uint32_t m0, uint32_t split) {
         named_barrier_sync(1, Cfg::kMathThreads);
         const uint32_t valid = min(rows - m0, Cfg::kBlockM);

@@ -63,7 +63,8 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
         Producer<Cfg>{tmap_a, tmap_b, tmap_sa, sm, tiles, {}, cta_rank}.run(tid, warp, lane);
     } else {
         setmaxnreg_inc<Cfg::kNumMathWG == 1 ? 240 : 232>();
-        MathWarpgroups<Cfg>(tmap_d, sb, d, ldd, sm, tiles, cta_rank, wg, tid, warp, lane).run();
+        Tiles math_tiles = tiles;  // each role walks its own copy of the tile sequence
+        MathWarpgroups<Cfg>{tmap_d, sb, d, ldd, sm, math_tiles, wg, tid, warp, lane, cta_rank}.run();
     }
     CG8_MARK(kTraceEnd);
     // Neither CTA of a multicast pair may exit while the other can still arrive on its barriers.

@@ -29,10 +29,12 @@ struct MainLoop {
     };
 
     const SharedMemory<Cfg> sm;
-    RingPosition<Cfg> ring;    // this role's position in the stage ring
+    RingPosition<Cfg>& ring;   // this role's position in the stage ring
     uint32_t wg, warp, lane;
-    float acc[2][kFrag];    // tensor-core accumulators (the second set only where kAccSets == 2)
-    float sum[kSlabs][kFrag];  // the promoted FP32 sums of this thread's fragments of the tile
+    // The registers are the math role's locals, lent here: held in a struct, they were allocated differently
+    // and the SASS moved away from the pre-split kernel's (NOTES.md v16).
+    float (&acc)[2][kFrag];    // tensor-core accumulators (the second set only where kAccSets == 2)
+    float (&sum)[kSlabs][kFrag];  // the promoted FP32 sums of this thread's fragments of the tile
     uint32_t smem_base;
     uint32_t smem_a_addr, smem_b_addr, smem_d_addr;
     uint64_t desc_a0, desc_b0;
@@ -41,9 +43,10 @@ struct MainLoop {
     // uniform datapath. BLOCK_N > 128 keeps the per-thread form, measured faster there (NOTES.md v11).
     uint32_t wg_mma;
 
-    __device__ __forceinline__ MainLoop(const SharedMemory<Cfg>& sm_, uint32_t wg_,
-                                        uint32_t tid, uint32_t warp_, uint32_t lane_)
-        : sm(sm_), wg(wg_), warp(warp_), lane(lane_) {
+    __device__ __forceinline__ MainLoop(const SharedMemory<Cfg>& sm_, RingPosition<Cfg>& ring_, float (&acc_)[2][kFrag],
+                                        float (&sum_)[kSlabs][kFrag], uint32_t wg_, uint32_t tid, uint32_t warp_,
+                                        uint32_t lane_)
+        : sm(sm_), ring(ring_), wg(wg_), warp(warp_), lane(lane_), acc(acc_), sum(sum_) {
         smem_base = kPinnedBase ? __reduce_or_sync(~0u, smem_addr(sm.base)) : smem_addr(sm.base);
         smem_a_addr = shared(sm.a);
         smem_b_addr = shared(sm.b);
