@@ -46,3 +46,18 @@ def test_config_for_forces_tile_and_split():
     assert tt.config_for(tt.Case("y", "masked", (276,), 7168, 2048, (128, 128), True), 132).tail_split
     names = [c.name for c in tt.CASES]
     assert len(names) == len(set(names))
+
+
+def test_event_tags_match_the_kernel():
+    """The tracer's tags and buffer sizes are the kernel's (cuda_src/gemm/trace.cuh): one contract, checked."""
+    import re
+
+    from cugemm8 import jit
+
+    text = (jit.source_dir() / "gemm" / "trace.cuh").read_text()
+    cuda = {name: int(value) for name, value in re.findall(r"\bkTrace(\w+)\s*=\s*(\d+)", text)}
+    python = {"Start": tt.START, "SetUp": tt.SET_UP, "Tile": tt.TILE, "MainDone": tt.MAIN_DONE,
+              "Exchanged": tt.EXCHANGED, "Stored": tt.STORED, "Loop": tt.LOOP, "Staged": tt.STAGED,
+              "Loads": tt.LOADS, "LoadsDone": tt.LOADS_DONE, "End": tt.END, "Ctas": tt.TRACE_CTAS,
+              "Slots": tt.TRACE_SLOTS}
+    assert cuda == python
