@@ -4,6 +4,7 @@
 // starts; the tile's shared memory is rewritten only after bulk_wait_group_read0 says it was read.
 #pragma once
 #include "config.cuh"
+#include "tile.cuh"
 #include "trace.cuh"
 #include "../ptx/memory.cuh"
 #include "../ptx/stmatrix.cuh"
@@ -74,15 +75,15 @@ struct Epilogue {
         }
     }
 
-    // Rows m0 .. rows-1 of the tile, copied out by the math threads 16 bytes at a time: a split tile's
-    // column half (split - 1), or a masked group's last block (only rows below masked_m may be written).
+    // The tile's valid rows, copied out by the math threads 16 bytes at a time: a split tile's column half
+    // (t.split - 1), or a masked group's last block (only rows below masked_m may be written).
     template <bool kSplitTile>
     __device__ __forceinline__ static void store_threads(uint32_t base, unsigned short* d, uint32_t ldd, uint32_t row0,
-                                                         uint32_t n0, uint32_t rows, uint32_t m0, uint32_t split) {
+                                                         uint32_t n0, const Tile<Cfg>& t) {
         named_barrier_sync(1, Cfg::kMathThreads);
-        const uint32_t valid = min(rows - m0, Cfg::kBlockM);
+        const uint32_t valid = min(t.rows - t.m_block * Cfg::kBlockM, Cfg::kBlockM);
         constexpr uint32_t kChunks = kSplitTile ? Cfg::kBlockN / 16 : Cfg::kBlockN / 8;  // 16-byte chunks a row
-        const uint32_t c0 = kSplitTile ? (split - 1) * (Cfg::kBlockN / 2) : 0u;
+        const uint32_t c0 = kSplitTile ? (t.split - 1) * (Cfg::kBlockN / 2) : 0u;
         for (uint32_t idx = threadIdx.x; idx < valid * kChunks; idx += Cfg::kMathThreads) {
             const uint32_t r = idx / kChunks, c = c0 + (idx % kChunks) * 8;
             if (n0 + c < Cfg::kShapeN) {

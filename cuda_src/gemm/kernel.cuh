@@ -57,14 +57,17 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
 
     // Math threads: their first accumulator row in a tile (the producer warpgroup: kBlockM).
     const uint32_t thread_row = wg < Cfg::kNumMathWG ? wg * Cfg::kSlabsPerWG * 64 + warp * 16 + lane / 4 : Cfg::kBlockM;
-    const Tiles tiles(m, layout, sm.words, sm.ring_barriers, thread_row);
+    // The tile walk and the stage-ring position; each thread's role walks them (the producer and the math
+    // warpgroups walk the same sequence). Lent by reference, as locals here they compile to the same code as
+    // the single-function kernel before v16 did (NOTES.md v16).
+    Tiles tiles(m, layout, sm.words, sm.ring_barriers, thread_row);
+    RingPosition<Cfg> ring;
     if (wg == Cfg::kNumMathWG) {
         setmaxnreg_dec<40>();
-        Producer<Cfg>{tmap_a, tmap_b, tmap_sa, sm, tiles, {}, cta_rank}.run(tid, warp, lane);
+        Producer<Cfg>{tmap_a, tmap_b, tmap_sa, sm, tiles, ring, cta_rank}.run(tid, warp, lane);
     } else {
         setmaxnreg_inc<Cfg::kNumMathWG == 1 ? 240 : 232>();
-        Tiles math_tiles = tiles;  // each role walks its own copy of the tile sequence
-        MathWarpgroups<Cfg>{tmap_d, sb, d, ldd, sm, math_tiles, wg, tid, warp, lane, cta_rank}.run();
+        MathWarpgroups<Cfg>{tmap_d, sb, d, ldd, sm, tiles, ring, wg, tid, warp, lane, cta_rank}.run();
     }
     CG8_MARK(kTraceEnd);
     // Neither CTA of a multicast pair may exit while the other can still arrive on its barriers.

@@ -29,7 +29,7 @@ struct MainLoop {
     };
 
     const SharedMemory<Cfg> sm;
-    RingPosition<Cfg>& ring;   // this role's position in the stage ring
+    RingPosition<Cfg>& ring;   // the position in the stage ring (the kernel's)
     uint32_t wg, warp, lane;
     // The registers are the math role's locals, lent here: held in a struct, they were allocated differently
     // and the SASS moved away from the pre-split kernel's (NOTES.md v16).

@@ -21,16 +21,16 @@ struct MathWarpgroups {
     unsigned short* __restrict__ d;
     uint32_t ldd;
     const SharedMemory<Cfg>& sm;
-    Tiles& tiles;                 // this role's walk of the tile sequence
+    Tiles& tiles;                 // the tile walk (the kernel's)
+    RingPosition<Cfg>& ring;      // the position in the stage ring (the kernel's)
     uint32_t wg, tid, warp, lane;
     uint32_t cta_rank;
 
     // Every tile of this CTA in the policy's order; then the output's last TMA stores must complete.
-    // The registers (accumulators, sums) and the ring position are locals here, lent to the main loop:
-    // held in a struct, ptxas allocated the accumulators differently (NOTES.md v16).
+    // The registers (accumulators, sums) are locals here, lent to the main loop: held in a struct, ptxas
+    // allocated them differently (NOTES.md v16).
     __device__ __forceinline__ void run() {
         Tile t, next_t;
-        RingPosition<Cfg> ring;
         float acc[2][Loop::kFrag];  // the second set only where kAccSets == 2
         float sum[Cfg::kSlabsPerWG][Loop::kFrag];
         Loop loop(sm, ring, acc, sum, wg, tid, warp, lane);
@@ -120,7 +120,6 @@ struct MathWarpgroups {
     template <bool kSplitTile>
     __device__ __forceinline__ void epilogue(Loop& loop, const Tile& t, uint32_t n0) {
         const uint32_t row0 = tiles.a_row(t);
-        const uint32_t m0 = t.m_block * Cfg::kBlockM;
         if constexpr (Tiles::kZeroRows) {  // rows that are no expert's
             if (tiles.zero_rows(t) != 0) Out::zero_rows(loop.sum, tiles.zero_rows(t));
         }
@@ -132,8 +131,7 @@ struct MathWarpgroups {
         if (!by_threads) {
             Out::store_tma(tmap_d, sm.d, tid, loop.store_thread, n0, row0);
         } else {
-            Out::template store_threads<kSplitTile>(loop.smem_d_addr, d, ldd, row0, n0, t.rows, m0,
-                                                    kSplitTile ? t.split : 1u);
+            Out::template store_threads<kSplitTile>(loop.smem_d_addr, d, ldd, row0, n0, t);
         }
         CG8_MARK(kTraceStored);
     }

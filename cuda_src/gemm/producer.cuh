@@ -19,8 +19,8 @@ struct Producer {
     const CUtensorMap& tmap_b;
     const CUtensorMap& tmap_sa;
     const SharedMemory<Cfg> sm;
-    Tiles tiles;                // this role's walk of the tile sequence
-    RingPosition<Cfg> ring;
+    Tiles& tiles;               // the tile walk (the kernel's)
+    RingPosition<Cfg>& ring;    // the position in the stage ring (the kernel's)
     uint32_t cta_rank;
 
     // Every load of one tile; after_load() runs after each k-block's.
