@@ -75,13 +75,16 @@ struct Epilogue {
         }
     }
 
-    // The tile's valid rows, copied out by the math threads 16 bytes at a time: a split tile's column half
-    // (t.split - 1), or a masked group's last block (only rows below masked_m may be written).
+    // The tile's valid rows (m0: its first), copied out by the math threads 16 bytes at a time: a split
+    // tile's column half (t.split - 1), or a masked group's last block (only rows below masked_m may be
+    // written). The operands are references, read where the loop uses them: taken by value, they moved
+    // the masked kernels' code (NOTES.md v16).
     template <bool kSplitTile>
-    __device__ __forceinline__ static void store_threads(uint32_t base, unsigned short* d, uint32_t ldd, uint32_t row0,
-                                                         uint32_t n0, const Tile<Cfg>& t) {
+    __device__ __forceinline__ static void store_threads(const uint32_t& base, unsigned short* __restrict__ const& d,
+                                                         const uint32_t& ldd, const uint32_t& row0, const uint32_t& n0,
+                                                         const uint32_t& m0, const Tile<Cfg>& t) {
         named_barrier_sync(1, Cfg::kMathThreads);
-        const uint32_t valid = min(t.rows - t.m_block * Cfg::kBlockM, Cfg::kBlockM);
+        const uint32_t valid = min(t.rows - m0, Cfg::kBlockM);
         constexpr uint32_t kChunks = kSplitTile ? Cfg::kBlockN / 16 : Cfg::kBlockN / 8;  // 16-byte chunks a row
         const uint32_t c0 = kSplitTile ? (t.split - 1) * (Cfg::kBlockN / 2) : 0u;
         for (uint32_t idx = threadIdx.x; idx < valid * kChunks; idx += Cfg::kMathThreads) {

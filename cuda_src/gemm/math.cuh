@@ -120,6 +120,7 @@ struct MathWarpgroups {
     template <bool kSplitTile>
     __device__ __forceinline__ void epilogue(Loop& loop, const Tile& t, uint32_t n0) {
         const uint32_t row0 = tiles.a_row(t);
+        const uint32_t m0 = t.m_block * Cfg::kBlockM;
         if constexpr (Tiles::kZeroRows) {  // rows that are no expert's
             if (tiles.zero_rows(t) != 0) Out::zero_rows(loop.sum, tiles.zero_rows(t));
         }
@@ -131,7 +132,7 @@ struct MathWarpgroups {
         if (!by_threads) {
             Out::store_tma(tmap_d, sm.d, tid, loop.store_thread, n0, row0);
         } else {
-            Out::template store_threads<kSplitTile>(loop.smem_d_addr, d, ldd, row0, n0, t);
+            Out::template store_threads<kSplitTile>(loop.smem_d_addr, d, ldd, row0, n0, m0, t);
         }
         CG8_MARK(kTraceStored);
     }
