@@ -3,7 +3,7 @@ import sys
 
 from hypothesis import Phase, settings
 
-sys.path.insert(0, os.path.dirname(__file__))  # tests/gpu.py
+sys.path.insert(0, os.path.dirname(__file__))  # the shared modules: hopper.py, problems.py, kernel_configs.py, ...
 
 # On the lent GPU machine time is short: report the first failing example instead of shrinking it.
 settings.register_profile("no-shrink", phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target])

@@ -20,7 +20,7 @@ from array_infos import aligned_strides, c_strides, info
 from bad_cases import (BAD_NUM_SMS, BF16, F32, FUNCTION, GPU_DTYPE_POOL, I32, LAYOUTS, ROLE_DTYPES, SPEC,
                        TYPE_FAULTS, U8, Case, a_scale_ok, apply_fault, assert_names, fault_kinds, fp8_or_out_strides)
 from cugemm8 import api, fp8_gemm, quantize, runtime
-from gpu import has_hopper, requires_hopper
+from hopper import has_hopper, requires_hopper
 
 GPU_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
 

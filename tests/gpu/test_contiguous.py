@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gpu import requires_hopper
+from hopper import requires_hopper
 from problems import PROPERTY_SETTINGS, check_against_reference, make_contiguous, poisoned, quantize
 
 import cugemm8

@@ -2,7 +2,7 @@
 Hopper GPU)."""
 import pytest
 
-from gpu import requires_hopper
+from hopper import requires_hopper
 from kernel_configs import OFF, ONE_WG, TWO_WG, VARIANTS
 
 from cugemm8 import ffma, fp8_gemm

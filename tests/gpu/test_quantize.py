@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from gpu import requires_hopper
+from hopper import requires_hopper
 
 pytestmark = [pytest.mark.gpu, requires_hopper]
 

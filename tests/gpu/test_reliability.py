@@ -18,7 +18,7 @@ import cupy
 import numpy as np
 import pytest
 
-from gpu import requires_hopper
+from hopper import requires_hopper
 from problems import POISON, Guarded, as_float, contiguous_indices, finish, quantized
 
 import cugemm8
