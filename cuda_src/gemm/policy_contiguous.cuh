@@ -49,6 +49,8 @@ struct ContiguousTiles {
     __device__ __forceinline__ static void load_layout(const int32_t*, int32_t*, uint32_t) {}
     __device__ __forceinline__ static void finish_layout(int32_t*) {}
 
+    // The normal layout's raster walk, written out again: shared through a helper, it moved the normal
+    // kernels' code (NOTES.md v16).
     __device__ __forceinline__ bool next(Tile& t) {
         if (tile_idx >= num_m_blocks * Cfg::kNumNBlocks) return false;
         raster<Cfg>(tile_idx, num_m_blocks, t.m_block, t.n_block);
