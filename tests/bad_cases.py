@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from array_infos import BASE_PTR, aligned_strides, c_strides, ceil_div, info
 from cugemm8 import validation
+from cugemm8.heuristics import CONTIGUOUS_M_ALIGNMENT
 from cugemm8.arrays import ArrayInfo
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -195,7 +196,7 @@ def _fp8_shape_fault(draw, case: Case, name: str, shape: tuple) -> tuple:
     elif what == "n_bad":
         new[-2] = draw(st.integers(0, 4000).filter(lambda v: v < 8 or v % 8), label="N")
     elif what == "sum_m_bad":
-        new[0] = draw(st.integers(1, 3000).filter(lambda v: v % 128), label="sum M")
+        new[0] = draw(st.integers(1, 3000).filter(lambda v: v % CONTIGUOUS_M_ALIGNMENT), label="sum M")
     elif case.layout == "contiguous" or name == "a":
         new[0] = 0                                  # no groups at all
     else:
