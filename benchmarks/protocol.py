@@ -106,6 +106,19 @@ class Timer:
     def median(self, fn, reps: int) -> float:
         return statistics.median(self.samples(fn, reps))
 
+    def sustained(self, fn, calls: int) -> list[float]:
+        """`calls` flushed, event-timed calls queued back to back with one synchronization at the end:
+        the GPU under sustained load (no settling, no warm-up), as the power cap sees it."""
+        dev = self.device
+        events = [(dev.event(), dev.event()) for _ in range(calls)]
+        for start, end in events:
+            dev.flush()
+            dev.record(start)
+            fn()
+            dev.record(end)
+        dev.sync()
+        return [dev.elapsed_s(start, end) for start, end in events]
+
     def one(self, fn) -> float:
         """One flushed, event-timed call, without settling or warm-up (e.g. a traced call)."""
         dev = self.device

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import os
 import sys
@@ -132,8 +131,7 @@ def main(argv=None) -> int:
 
     import cugemm8
 
-    from .report import git_info
-    from .tune import gpu_props
+    from .tune import gpu_props, provenance, write
 
     t0 = time.perf_counter()
     libs = {"base": library.load(args.base, BASE_ALIAS), "cur": library.current()}
@@ -163,11 +161,8 @@ def main(argv=None) -> int:
           f"{summ['geomean_aa'] or float('nan'):.4f}; slower {summ['slower']}; faster {summ['faster']}"
           + (f"; DIFF {summ['diff']}" if summ["diff"] else ""))
     if args.out:
-        doc = {"gpu": gpu_props(), "git": git_info(), "base": os.path.abspath(args.base), "rounds": args.rounds,
-               "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "variants": VARIANTS,
-               "summary": summ, "rows": rows}
-        with open(args.out, "w") as f:
-            json.dump(doc, f, indent=1, default=str)
+        write(args.out, {"gpu": gpu_props(), **provenance(), "base": os.path.abspath(args.base),
+                         "rounds": args.rounds, "variants": VARIANTS, "summary": summ, "rows": rows})
     return 1 if summ["diff"] else 0
 
 

@@ -244,14 +244,7 @@ def main(argv=None) -> int:
             set_trace(False)
             run = lib.bind(cfg, a, sa, b, sb, out, layout=layout, grid=grid)
             run()
-            evs = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(args.stress)]
-            for e0, e1 in evs:
-                timer.timer.flush()
-                e0.record()
-                run()
-                e1.record()
-            evs[-1][1].synchronize()
-            res["stress_us"] = [cupy.cuda.get_elapsed_time(e0, e1) * 1e3 for e0, e1 in evs]
+            res["stress_us"] = [t * 1e6 for t in timer.timer.sustained(run, args.stress)]
             print(f"{case.name}: {args.stress} calls, us: " + " ".join(f"{t:.0f}" for t in res["stress_us"]), flush=True)
             summary["cases"][case.name] = res
             continue

@@ -130,7 +130,7 @@ def tensor_maps(cfg: KernelConfig, rows: int, a_ld: int, b_ld: int, sa_ld: int, 
     """The kernel's 4 tensor maps (A, B, A's scales, D) for `rows` rows of A and D and these leading
     dimensions (A and B in bytes, the scales and D in elements)."""
     dt = runtime.TMA_DTYPE
-    kb = -(-cfg.k // 128)
+    kb = -(-cfg.k // BLOCK_K)
     groups = cfg.num_groups
     # masked: A, its scales and D stack the groups ([G*max_m, ...]); B always stacks them.
     a_rows = rows * groups if cfg.layout == "masked" else rows
@@ -139,18 +139,15 @@ def tensor_maps(cfg: KernelConfig, rows: int, a_ld: int, b_ld: int, sa_ld: int, 
     atom_cols = cfg.swizzle_d // 2 if cfg.swizzle_d else cfg.block_n
     return (
         # With multicast each CTA of a pair loads half of the A tile (and of its scales).
-        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[0], cfg.k, a_rows, a_ld, 128,
+        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[0], cfg.k, a_rows, a_ld, BLOCK_K,
                           cfg.block_m // cfg.cluster, 128),
-        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[1], cfg.k, cfg.n * groups, b_ld, 128, cfg.block_n,
-                          128),
+        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[1], cfg.k, cfg.n * groups, b_ld, BLOCK_K,
+                          cfg.block_n, 128),
         runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, ptrs[2], sa_inner, sa_outer, sa_ld * 4,
                           cfg.block_m // cfg.cluster, 1, 0),
         runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, ptrs[3], cfg.n, a_rows, d_ld * 2, atom_cols,
                           min(cfg.block_m, a_rows), cfg.swizzle_d),
     )
-
-
-_ERROR_INVALID_CONTEXT = runtime.ERROR_INVALID_CONTEXT
 
 
 class GemmLauncher:
@@ -205,7 +202,7 @@ class GemmLauncher:
             self._d.value = d_ptr
             err = self._cu_launch(self._function, self.grid, 1, 1, self._threads, 1, 1, self._smem, stream_ptr,
                                   self._argv_addr, None)
-            if err == _ERROR_INVALID_CONTEXT:  # first launch from a thread where CuPy made no context current
+            if err == runtime.ERROR_INVALID_CONTEXT:  # first launch from a thread where CuPy made no context current
                 runtime.ensure_context(self.kernel.device, force=True)
                 err = self._cu_launch(self._function, self.grid, 1, 1, self._threads, 1, 1, self._smem,
                                       stream_ptr, self._argv_addr, None)

@@ -81,7 +81,6 @@ using DefaultConfig = GemmConfig<Layout::kNormal, 4096, 7168, 1, 128, 128, 8, 2,
 
 // f(Const<I>{}), f(Const<I + 1>{}), ..., f(Const<N - 1>{}): a loop unrolled with compile-time indices.
 template <uint32_t V> struct Const { static constexpr uint32_t value = V; };
-template <bool B> struct Bool { static constexpr bool value = B; };
 template <uint32_t I, uint32_t N, class F> __device__ __forceinline__ void static_for(F&& f) {
     if constexpr (I < N) {
         f(Const<I>{});

@@ -9,6 +9,9 @@
 //   kPinnedBase              the rolled main loops form their shared-memory addresses from a pinned base
 //   kStageWalk               how whole tiles prefer to walk the stage ring (mainloop.cuh)
 //   kIdleSlabs               a slab past the valid rows may sit out its tile (tiles of one slab per warpgroup)
+//   kZeroRows, kStoresByThreads   zero_rows() may be non-zero; store_by_threads() may be true
+//                            (optional behaviours are traits, tested at compile time, so a layout that
+//                            lacks one emits no code for it: NOTES.md v16)
 //   kSmemWordBytes, kRingBarriers   its shared memory: layout words and barriers (smem.cuh)
 //   init_barriers, load_layout, finish_layout   its part of the kernel's set-up
 //   next(t), tail(t)         the next tile of this CTA; its share of a split tile (masked kTailSplit)

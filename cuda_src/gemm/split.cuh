@@ -5,6 +5,7 @@
 // which arrive the same way. The additions happen in a fixed order: results are bitwise repeatable.
 #pragma once
 #include "config.cuh"
+#include "smem.cuh"
 #include "../ptx/cluster.cuh"
 #include "../ptx/mbarrier.cuh"
 #include "../ptx/tma.cuh"
@@ -15,7 +16,6 @@ template <class Cfg>
 struct SplitExchange {
     static constexpr uint32_t kHalfGroups = Cfg::kBlockN / 16;  // 8-column fragments per column half
     static constexpr uint32_t kHalfVecs = Cfg::kSlabsPerWG * kHalfGroups;
-    static constexpr uint32_t kTileBytes = Cfg::kBlockM * Cfg::kBlockN * 2;  // the output tile's shared memory
 
     // Before the tile's B scales are staged: the peer will push into this CTA's output tile, so the
     // previous tile's TMA store must be done reading it (the staging barrier orders the other readers).
@@ -26,7 +26,7 @@ struct SplitExchange {
     // After the staging barrier: the bytes to expect, then tell the peer it may send.
     __device__ __forceinline__ static void signal_ready(uint64_t* ready, uint64_t* received, uint32_t cta_rank) {
         if (threadIdx.x == 0) {
-            mbar_arrive_expect_tx(received, kTileBytes);
+            mbar_arrive_expect_tx(received, SmemLayout<Cfg>::kTileD);  // the half fills the output tile
             mbar_arrive_cluster(ready, cta_rank ^ 1);
         }
     }

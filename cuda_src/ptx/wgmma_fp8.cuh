@@ -1,7 +1,8 @@
 // wgmma.mma_async m64nNk32, e4m3 x e4m3 -> f32, both operands from shared memory, one specialization
 // per N the instruction allows (8 to 256 in steps of 8). Each lists its N/2 accumulator registers as
-// inline-asm operands, which the preprocessor cannot generate: the file was written by a generator
-// and tests/unit/test_codegen.py checks every specialization's operand list.
+// inline-asm operands, which the preprocessor cannot generate, hence the length of this file (one
+// operand list per N, no logic). Written by scripts/gen_wgmma_fp8.py: edit that, not this file;
+// tests/unit/test_cuda_sources.py checks that the two agree and every operand list.
 //
 //   WgmmaFp8<N>::mma(d, desc_a, desc_b, scale_d): d (+)= A·B for one 64xNx32 step; scale_d == 0
 //   overwrites d instead of accumulating (the first step of a k-block).

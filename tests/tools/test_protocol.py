@@ -91,3 +91,12 @@ def test_paired_statistics():
     assert s["fast"]["faster_reps"] == 1.0
     assert s["aa"]["verdict"] == "same"
     assert protocol.quartiles([2.0]) == (2.0, 2.0, 2.0)
+
+
+def test_sustained_queues_flushed_calls_and_syncs_once():
+    dev = FakeDevice()
+    t, sleeps = timer(dev)
+    seen = []
+    assert t.sustained(calls(dev, "a", 2.0, seen), 4) == [2.0] * 4
+    assert sleeps == [] and seen == ["a"] * 4                              # no settling, no warm-up
+    assert dev.log == ["flush", "record", "record"] * 4 + ["sync"]

@@ -58,6 +58,15 @@ def test_kernel_entry_is_short():
     assert len((SRC / "gemm" / "kernel.cuh").read_text().splitlines()) <= 150
 
 
+def test_wgmma_wrappers_are_what_their_generator_writes():
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "gen_wgmma_fp8.py"
+    result = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
 def test_wgmma_wrappers_list_their_operands():
     text = (SRC / "ptx" / "wgmma_fp8.cuh").read_text()
     specs = re.findall(r"struct WgmmaFp8<(\d+)> \{(.*?)\n\};", text, flags=re.S)

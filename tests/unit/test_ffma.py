@@ -10,17 +10,7 @@ from hypothesis import strategies as st
 
 from cugemm8 import ffma, fp8_gemm, jit, sass
 from kernel_configs import OFF, ONE_WG, VARIANTS
-from sass_oracle import CONFIGS, KERNEL, compile_named, listing, needs_tools, split_text, words_of
-
-
-@pytest.fixture(scope="module")
-def cubins():
-    return {name: compile_named(name) for name in CONFIGS}
-
-
-@pytest.fixture(scope="module")
-def listings():
-    return {name: listing(name) for name in CONFIGS}
+from sass_oracle import KERNEL, compile_named, needs_tools, split_text, words_of
 
 
 # ----------------------------------------------------------------------------- the patch on real kernels

@@ -7,18 +7,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from cugemm8 import ffma, sass
-from sass_oracle import (CONFIGS, KERNEL, compile_named, listing, needs_tools, reg_of, reuse_slots, split_text,
-                         words_of)
-
-
-@pytest.fixture(scope="module")
-def cubins():
-    return {name: compile_named(name) for name in CONFIGS}
-
-
-@pytest.fixture(scope="module")
-def listings():
-    return {name: listing(name) for name in CONFIGS}
+from sass_oracle import KERNEL, needs_tools, reg_of, reuse_slots, split_text, words_of
 
 
 # ----------------------------------------------------------------------------- real kernels
