@@ -1,13 +1,14 @@
-"""Benchmark tables for cugemm8: dense, grouped (contiguous, masked), host overhead, JIT.
+"""Benchmark tables for cugemm8: dense, grouped (contiguous, masked), decode (M <= 128), host overhead, JIT.
 
-    python -m benchmarks [--only dense|contiguous|masked|overhead|jit] [--reps 30] [--out DIR]
+    python -m benchmarks [--only dense|contiguous|masked|overhead|jit|decode] [--reps 30] [--out DIR]
                          [--no-peers] [--quick]
 
 Inputs are built once per shape (random normal, quantized by cugemm8's GPU quantizers); each
 implementation's answer is checked (calc_diff against the unquantized product, on the GPU) before it is
 timed by the protocol (protocol.py: L2 flush, CUDA events, median; interleaved, and alone for the grouped
 anchors). Peers (peers.py) run in the same loop when importable. Results go to <out>/<gpu>-<UTC time>.json
-and a PNG next to it. Importing this module needs neither a GPU, CuPy nor torch.
+and a PNG next to it (another, <...>-decode.png, for the decode section's roofline fractions). Importing this
+module needs neither a GPU, CuPy nor torch.
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ import datetime
 import sys
 from pathlib import Path
 
-SECTIONS = ("dense", "contiguous", "masked", "overhead", "jit")
+# decode last: its full table runs for minutes, and every section before it is saved first
+SECTIONS = ("dense", "contiguous", "masked", "overhead", "jit", "decode")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -36,12 +38,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from . import host, report, tables
+    from . import decode, host, report, tables
     from .env import Env
     from .peers import loaded_cublaslt_version
 
     runners = {"dense": tables.run_dense, "contiguous": tables.run_contiguous, "masked": tables.run_masked,
-               "overhead": host.run_overhead, "jit": host.run_jit}
+               "overhead": host.run_overhead, "jit": host.run_jit, "decode": decode.run_decode}
     try:
         env = Env(args)
     except Exception as exc:
@@ -55,6 +57,8 @@ def main(argv=None) -> int:
     json_path = Path(args.out) / f"{report.slug(info['gpu'])}-{stamp}.json"
     print(f"cugemm8 bench on {info['gpu']} ({info['sms']} SMs); peers: {env.peers_note}; DeepGEMM: {env.deepgemm_note}")
     results = {}
+    # A long section (decode) saves its rows as it goes, so that a run cut short keeps them.
+    args.checkpoint = lambda partial: report.write_json(json_path, info, {**results, section: partial})
     with env.stream:
         for section in args.sections:
             try:
@@ -68,6 +72,10 @@ def main(argv=None) -> int:
     info["utc_end"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     chart = json_path.with_suffix(".png")
     info["chart"] = report.write_chart(chart, results, f"cugemm8 vs peers, {info['gpu']}, {stamp}") or str(chart)
+    if results.get("decode", {}).get("rows"):
+        chart = json_path.with_name(json_path.stem + "-decode.png")
+        title = f"decode: fraction of the memory floor, {info['gpu']}, {stamp}"
+        info["chart_decode"] = report.write_decode_chart(chart, results["decode"]["rows"], title) or str(chart)
     report.write_json(json_path, info, results)
     report.print_summary(results, info, json_path)
     return 0

@@ -179,6 +179,9 @@ def print_summary(results: dict, info: dict, json_path: Path) -> None:
         if s["cugemm8_not_ok"]:
             line += f"; cugemm8 wrong/error on {', '.join(s['cugemm8_not_ok'])}"
         print(line)
+    dec = results.get("decode")
+    if dec is not None:
+        print(decode_summary_line(dec))
     ov = results.get("overhead", {}).get("rows")
     if ov:
         calls = next(iter(ov.values())).get("calls", "?")
@@ -192,6 +195,20 @@ def print_summary(results: dict, info: dict, json_path: Path) -> None:
               f"{fmt(js['first_call_warm_cache_ms'], '.1f', 0)} ms, empty cache "
               f"{fmt(js['first_call_cold_cache_ms'], '.0f', 0)} ms")
     print(f"json: {json_path}")
+
+
+def decode_summary_line(res: dict) -> str:
+    s = res.get("summary")
+    if s is None:
+        return f"decode: error: {res.get('error')}"
+    line = (f"decode: roofline fraction geomean dense {fmt(s['roofline_geomean_dense'], '.2f', 0)}, narrow "
+            f"{fmt(s['roofline_geomean_narrow'], '.2f', 0)}, masked {fmt(s['roofline_geomean_masked'], '.2f', 0)}"
+            f" (min {fmt(s['roofline_min'], '.2f', 0)} at {s['roofline_min_shape']}); DeepGEMM/cugemm8 time"
+            f" geomean dense {fmt(s['deepgemm_over_cugemm8_geomean_dense'], '.2f', 0)}x; CUDA graph"
+            f" {fmt(s['graph_us_per_call'], '.2f', 0)} µs/call")
+    if s["cugemm8_not_ok"]:
+        line += f"; cugemm8 wrong/error on {', '.join(s['cugemm8_not_ok'])}"
+    return line
 
 
 # ----------------------------------------------------------------------------- run info, JSON, chart
@@ -292,6 +309,28 @@ def chart_values(row: dict, key: str) -> float:
 
 
 def write_chart(path: Path, results: dict, title: str) -> str | None:
+    rows = [r for s in ("dense", "contiguous", "masked") for r in results.get(s, {}).get("rows", [])]
+    return bar_chart(path, rows, CHART_SERIES, chart_values, "TFLOPS (2MNK / median time)", title, 0.75)
+
+
+DECODE_CHART_SERIES = (("cugemm8", "cugemm8"), ("deepgemm", "DeepGEMM (same run)"),
+                       ("cublaslt_per_tensor", "cuBLASLt per-tensor"))
+
+
+def decode_chart_value(row: dict, key: str) -> float:
+    e = row.get("results", {}).get(key, {})
+    return (e.get("roofline_fraction") or 0.0) if e.get("status") == "ok" else 0.0
+
+
+def write_decode_chart(path: Path, rows: list[dict], title: str) -> str | None:
+    """The decode section's roofline fraction per row and implementation (1 = the memory floor)."""
+    return bar_chart(path, rows, DECODE_CHART_SERIES, decode_chart_value,
+                     "fraction of the memory floor ((bytes / copy bw + empty kernel) / time)", title, 0.3)
+
+
+def bar_chart(path: Path, rows: list[dict], series, value, ylabel: str, title: str, inch_per_row: float) -> str | None:
+    """Grouped bars, one group per row and one bar per (key, name) in `series` at value(row, key); None on
+    success, else why there is no chart."""
     try:
         import matplotlib
 
@@ -299,21 +338,19 @@ def write_chart(path: Path, results: dict, title: str) -> str | None:
         import matplotlib.pyplot as plt
     except Exception as exc:
         return f"matplotlib unavailable: {exc}"
-    rows = [r for s in ("dense", "contiguous", "masked") for r in results.get(s, {}).get("rows", [])]
     if not rows:
         return "no rows"
     labels = [row_label(r) for r in rows]
-    fig, ax = plt.subplots(figsize=(max(8, 0.75 * len(rows)), 5))
-    width = 0.8 / len(CHART_SERIES)
-    for i, (key, name) in enumerate(CHART_SERIES):
-        xs = [j + (i - (len(CHART_SERIES) - 1) / 2) * width for j in range(len(rows))]
-        ax.bar(xs, [chart_values(r, key) for r in rows], width, label=name, hatch="//" if i == 3 else None)
+    fig, ax = plt.subplots(figsize=(max(8, inch_per_row * len(rows)), 5))
+    width = 0.8 / len(series)
+    for i, (key, name) in enumerate(series):
+        xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(rows))]
+        ax.bar(xs, [value(r, key) for r in rows], width, label=name, hatch="//" if key == "deepgemm_h200" else None)
     ax.set_xticks(range(len(rows)), labels, rotation=60, ha="right", fontsize=7)
-    ax.set_ylabel("TFLOPS (2MNK / median time)")
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return None
-

@@ -33,6 +33,18 @@ CONTIGUOUS_SHAPES = tuple(Shape("contiguous", g, m, n, k) for g, m, n, k in
 MASKED_SHAPES = tuple(Shape("masked", g, m, n, k) for g, m in ((1, 1024), (2, 512), (4, 256))
                       for n, k in ((4096, 7168), (7168, 2048)))
 TABLES = {"dense": DENSE_SHAPES, "contiguous": CONTIGUOUS_SHAPES, "masked": MASKED_SHAPES}
+# Decode (M <= 128): DeepGEMM's (N, K) at every small M, narrow-N layers, and masked MoE decode with many
+# groups of a few rows each, some of them empty. Tables are (table name, shape) pairs.
+DECODE_M = (1, 2, 4, 8, 16, 32, 64, 128)
+DECODE_DENSE_SHAPES = tuple(Shape("normal", 1, m, n, k) for m in DECODE_M for n, k in DENSE_NK)
+DECODE_NARROW_SHAPES = tuple(Shape("normal", 1, m, n, k) for m in (1, 16, 64, 128) for n in (256, 512, 1024)
+                             for k in (4096, 7168))
+DECODE_MASKED_SHAPES = tuple(Shape("masked", g, e, n, k) for g in (8, 32, 128) for e in (1, 4, 16, 32)
+                             for n, k in ((4096, 7168), (7168, 2048)))
+DECODE_TABLES = {"dense": DECODE_DENSE_SHAPES, "narrow": DECODE_NARROW_SHAPES, "masked": DECODE_MASKED_SHAPES}
+DECODE_QUICK = {"dense": (Shape("normal", 1, 1, 4096, 7168), Shape("normal", 1, 64, 2112, 7168)),
+                "narrow": (Shape("normal", 1, 16, 512, 7168),),
+                "masked": (Shape("masked", 8, 1, 4096, 7168), Shape("masked", 128, 16, 7168, 2048))}
 QUICK_SHAPES = {
     "dense": (DENSE_SHAPES[0], DENSE_SHAPES[11], DENSE_SHAPES[16]),   # 64x2112x7168, 128x7168x2048, 4096x4096x7168
     "contiguous": (CONTIGUOUS_SHAPES[3],),
@@ -71,6 +83,37 @@ DEEPGEMM_H200_MASKED_ROWS = {
 
 def shapes_for(section: str, quick: bool) -> tuple[Shape, ...]:
     return QUICK_SHAPES[section] if quick else TABLES[section]
+
+
+def decode_shapes(quick: bool) -> list[tuple[str, Shape]]:
+    """The decode section's rows in order: (table, shape) with table "dense", "narrow" or "masked"."""
+    tables = DECODE_QUICK if quick else DECODE_TABLES
+    return [(table, shape) for table, table_shapes in tables.items() for shape in table_shapes]
+
+
+def decode_max_m(expected: int) -> int:
+    """A masked decode array's rows per group: room for the largest draw (2 * expected), at least 64, in
+    whole 64-row blocks (any max_m is valid; whole blocks keep the groups' A rows 64-row aligned)."""
+    return max(64, -(-2 * expected // 64) * 64)
+
+
+def decode_masked_m(groups: int, expected: int, seed: int = SEED) -> np.ndarray:
+    """Valid rows per group for masked decode, fixed seed per (groups, expected): uniform over 0..2*expected,
+    then groups // 4 groups (drawn) forced to 0; never all empty."""
+    rng = np.random.default_rng([seed, groups, expected, 0xDEC])
+    m = rng.integers(0, 2 * expected, size=groups, endpoint=True)
+    empty = rng.choice(groups, size=groups // 4, replace=False)
+    m[empty] = 0
+    if not m.any():
+        m[min(set(range(groups)) - set(empty.tolist()))] = expected
+    return m.astype(np.int32)
+
+
+def masked_decode_bytes(masked_m, n: int, k: int) -> int:
+    """Bytes a masked call must move: the valid rows' A and D, and the weights of the non-empty groups only
+    (an empty group's B need not be read)."""
+    rows = int(sum(int(v) for v in masked_m))
+    return gemm_bytes(rows, n, k, groups=sum(1 for v in masked_m if int(v) > 0))
 
 
 def rescale_rows(masked_m, total: int) -> list[int]:
