@@ -32,7 +32,8 @@ def config_text(row: dict) -> str:
     c = row.get("config")
     if not c:
         return "?"
-    return f"{c['block_m']}x{c['block_n']} s{c['stages']} w{c['num_math_wg']}"
+    split = c.get("split_k", 1)
+    return f"{c['block_m']}x{c['block_n']} s{c['stages']} w{c['num_math_wg']}" + (f" k/{split}" if split > 1 else "")
 
 
 def row_label(row: dict) -> str:

@@ -3,7 +3,7 @@ benchmark): every candidate configuration of each shape is built up front (worke
 disk cache), checked once, and timed by the protocol (protocol.py; median of --reps, no settling between
 configurations). This module holds the parts both sweeps share and the dense sweep:
 
-    python -m benchmarks.tune [--shapes dense|small|large] [--reps 10] [--out FILE] [--raster 8,16]
+    python -m benchmarks.tune [--shapes dense|small|large|decode] [--reps 10] [--out FILE] [--raster 8,16]
 
 The grouped sweep is benchmarks/tune_grouped.py.
 """
@@ -20,10 +20,14 @@ from concurrent.futures import ProcessPoolExecutor
 
 from . import library
 from .report import git_info, package_version
-from .shapes import DENSE_SHAPES
+from .shapes import DENSE_NK, DENSE_SHAPES
 
 RTOL, ATOL = 2e-2, 1e-2
 DENSE = [(s.m, s.n, s.k) for s in DENSE_SHAPES]
+# Decode-sized M over DeepGEMM's (N, K) pairs and narrow N: the split-K sweep.
+DECODE_M = (1, 2, 4, 8, 16, 32, 64, 128)
+NARROW_NK = ((256, 4096), (512, 7168), (1024, 7168))
+DECODE = [(m, n, k) for n, k in DENSE_NK for m in DECODE_M] + [(m, n, k) for n, k in NARROW_NK for m in (1, 16, 64, 128)]
 
 
 # ----------------------------------------------------------------------------- shared: compiling
@@ -145,6 +149,22 @@ def dense_candidates(m: int, n: int, k: int, rasters=(None,)) -> list:
     return out
 
 
+def decode_candidates(m: int, n: int, k: int) -> list:
+    """Decode sweep: 64-row tiles (and 128 at M > 64) at every BLOCK_N candidate, each with every split K
+    the kernel can take (1, 2, 4, 8), with >= 2 stages."""
+    lib = library.current()
+    out = []
+    for bm in (64, 128) if m > 64 else (64,):
+        for bn in lib.block_n_candidates(bm):
+            for split in (1, 2, 4, 8):
+                if not lib.heuristics.can_split_k(bn, k, split):
+                    continue
+                cfg = lib.make_config("normal", n, k, 1, bm, bn, split_k=split)
+                if cfg.stages >= 2:
+                    out.append(cfg)
+    return out
+
+
 def dense_shape(m, n, k, cands, timer: SweepTimer, sms: int) -> dict:
     import cupy
 
@@ -165,6 +185,7 @@ def dense_shape(m, n, k, cands, timer: SweepTimer, sms: int) -> dict:
         ok = bool(cupy.allclose(out.astype(cupy.float32), ref, rtol=RTOL, atol=ATOL))
         us = timer(call)
         rows.append({"block_m": cfg.block_m, "block_n": cfg.block_n, "stages": cfg.stages, "cluster": cfg.cluster,
+                     "split_k": getattr(cfg, "split_k", 1), "grid": call.launcher.grid,
                      "raster": cfg.raster_group, "us": us, "tflops": 2 * m * n * k / us / 1e6, "ok": ok,
                      "picked": cfg == pick.config})
     rows.sort(key=lambda r: r["us"])
@@ -178,17 +199,19 @@ def dense_line(res: dict, raster_sweep: bool) -> str:
             f"r{r['raster']}c{r['cluster']}:{r['us']:.1f}" for r in sorted(rows, key=lambda r: (r["raster"], r["cluster"])))
     best = rows[0]
     mine = next((r for r in rows if r["picked"]), None)
-    text = (f"{m:5d} {n:6d} {k:6d}  best {best['block_m']:3d}x{best['block_n']:3d}x{best['stages']:2d}c{best['cluster']} "
-            f"{best['us']:8.1f}us {best['tflops']:6.0f}TF  ")
-    text += (f"pick {mine['block_m']}x{mine['block_n']}x{mine['stages']}c{mine['cluster']} {mine['us']:8.1f}us "
-             f"({mine['us'] / best['us']:.2f}x)" if mine else f"pick {res['pick'].config} not swept")
+    def tile(r):
+        return f"{r['block_m']}x{r['block_n']}x{r['stages']}c{r['cluster']}s{r.get('split_k', 1)}"
+
+    text = f"{m:5d} {n:6d} {k:6d}  best {tile(best):>16} {best['us']:8.1f}us {best['tflops']:6.0f}TF  "
+    text += (f"pick {tile(mine)} {mine['us']:8.1f}us ({mine['us'] / best['us']:.2f}x)" if mine
+             else f"pick {res['pick'].config} not swept")
     bad = [(r["block_m"], r["block_n"]) for r in rows if not r["ok"]]
     return text + (f"  MISMATCH in {bad}" if bad else "")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--shapes", default="dense", choices=("dense", "small", "large"))
+    ap.add_argument("--shapes", default="dense", choices=("dense", "small", "large", "decode"))
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--out", default=None)
     ap.add_argument("--raster", default=None, help="comma-separated band widths to sweep (with the picked tile)")
@@ -196,11 +219,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     rasters = tuple(int(v) for v in args.raster.split(",")) if args.raster else (None,)
     shapes = {"dense": DENSE, "small": [s for s in DENSE if s[0] <= 128],
-              "large": [s for s in DENSE if s[0] > 128]}[args.shapes]
+              "large": [s for s in DENSE if s[0] > 128], "decode": DECODE}[args.shapes]
     import cugemm8
 
     sms = cugemm8.get_num_sms()
-    cands = {s: dense_candidates(*s, rasters=rasters) for s in shapes}
+    if args.shapes == "decode":
+        cands = {s: decode_candidates(*s) for s in shapes}
+    else:
+        cands = {s: dense_candidates(*s, rasters=rasters) for s in shapes}
     errors = compile_all({c for cs in cands.values() for c in cs}, args.jobs)
     print(f"compiled {sum(map(len, cands.values()))} configurations" + (f"; {len(errors)} failed" if errors else ""),
           flush=True)

@@ -9,12 +9,13 @@ from .api import (get_m_alignment_for_contiguous_layout, m_grouped_matmul_contig
 from .layout import get_col_major_tma_aligned_tensor, get_tma_aligned_size
 from .quantize import per_block_cast_to_fp8, per_token_cast_to_fp8
 from .reference import calc_diff
-from .runtime import get_num_sms, set_num_sms
+from .runtime import get_num_sms, get_pdl, set_num_sms, set_pdl
 
 __version__ = "0.1.0"
 
 __all__ = [
     "matmul", "m_grouped_matmul_contiguous", "m_grouped_matmul_masked",
     "get_m_alignment_for_contiguous_layout", "get_col_major_tma_aligned_tensor", "get_tma_aligned_size",
-    "per_token_cast_to_fp8", "per_block_cast_to_fp8", "calc_diff", "get_num_sms", "set_num_sms",
+    "per_token_cast_to_fp8", "per_block_cast_to_fp8", "calc_diff", "get_num_sms", "set_num_sms", "set_pdl",
+    "get_pdl",
 ]

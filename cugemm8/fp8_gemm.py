@@ -19,7 +19,7 @@ import cupy
 from . import ffma as _ffma
 from . import jit, runtime
 from .ffma import FfmaSettings, FfmaSpec, ffma_settings
-from .heuristics import BLOCK_K, CONTIGUOUS_M_ALIGNMENT, KernelConfig
+from .heuristics import BLOCK_K, CONTIGUOUS_M_ALIGNMENT, KernelConfig, grid_for
 from .layout import get_tma_aligned_size
 
 KERNEL_NAME = "cugemm8_fp8_gemm"
@@ -28,15 +28,19 @@ KERNEL_NAME = "cugemm8_fp8_gemm"
 _LAYOUTS = {"normal": "Layout::kNormal", "contiguous": "Layout::kContiguous", "masked": "Layout::kMasked"}
 
 
+def config_type(cfg: KernelConfig) -> str:
+    """The GemmConfig (cuda_src/gemm/config.cuh) of one configuration, as a qualified C++ type."""
+    params = ["cg8::" + _LAYOUTS[cfg.layout], cfg.n, cfg.k, cfg.num_groups, cfg.block_m, cfg.block_n, cfg.stages,
+              cfg.num_math_wg, cfg.swizzle_d, cfg.raster_group, cfg.cluster, "true" if cfg.tail_split else "false",
+              cfg.record_slots, cfg.split_k]
+    return f"cg8::GemmConfig<{', '.join(map(str, params))}>"
+
+
 def render(cfg: KernelConfig) -> str:
     """The translation unit of one configuration: `cg8::Config` (the GemmConfig of cuda_src/gemm/config.cuh),
     the cluster attribute where clusters are launched, the kernel, and compile-time checks that the CUDA
     side agrees with this package on BLOCK_K, the contiguous alignment and the shared-memory size."""
-    params = [_LAYOUTS[cfg.layout], cfg.n, cfg.k, cfg.num_groups, cfg.block_m, cfg.block_n, cfg.stages,
-              cfg.num_math_wg, cfg.swizzle_d, cfg.raster_group, cfg.cluster, "true" if cfg.tail_split else "false",
-              cfg.record_slots]
-    lines = ['#include "gemm/config.cuh"',
-             f"namespace cg8 {{ using Config = GemmConfig<{', '.join(map(str, params))}>; }}"]
+    lines = ['#include "gemm/config.cuh"', f"namespace cg8 {{ using Config = {config_type(cfg)}; }}"]
     if cfg.cluster_dims > 1:
         lines.append(f"#define CG8_CLUSTER_DIMS __cluster_dims__({cfg.cluster_dims}, 1, 1)")
     lines += ['#include "fp8_gemm.cu"',
@@ -171,6 +175,9 @@ class GemmLauncher:
         self._lock = threading.Lock()
         fns = runtime.libcuda_functions()
         self._cu_launch, self._cu_replace = fns["cuLaunchKernel"], fns["cuTensorMapReplaceAddress"]
+        self._cu_launch_ex = fns["cuLaunchKernelEx"]
+        self._pdl_config = runtime.pdl_launch_config(self.grid, self._threads, self._smem)
+        self._pdl_config_ptr = ctypes.pointer(self._pdl_config)
 
     def _pack_arguments(self, d_ptr: int, d_ld: int, rows: int) -> None:
         """The kernel's parameters, in order: tmap_a, tmap_b, tmap_sa, tmap_d (by address), then the
@@ -200,14 +207,21 @@ class GemmLauncher:
             self._sb.value = sb_ptr
             self._layout.value = layout_ptr
             self._d.value = d_ptr
-            err = self._cu_launch(self._function, self.grid, 1, 1, self._threads, 1, 1, self._smem, stream_ptr,
-                                  self._argv_addr, None)
+            pdl = runtime.get_pdl()
+            err = self._launch(stream_ptr, pdl)
             if err == runtime.ERROR_INVALID_CONTEXT:  # first launch from a thread where CuPy made no context current
                 runtime.ensure_context(self.kernel.device, force=True)
-                err = self._cu_launch(self._function, self.grid, 1, 1, self._threads, 1, 1, self._smem,
-                                      stream_ptr, self._argv_addr, None)
+                err = self._launch(stream_ptr, pdl)
         if err:
-            runtime.raise_driver_error(f"cuLaunchKernel({KERNEL_NAME}, {cfg_str(self.kernel.config)})", err)
+            what = "cuLaunchKernelEx" if pdl else "cuLaunchKernel"
+            runtime.raise_driver_error(f"{what}({KERNEL_NAME}, {cfg_str(self.kernel.config)})", err)
+
+    def _launch(self, stream_ptr: int, pdl: bool) -> int:
+        if pdl:  # programmatic dependent launch (runtime.set_pdl): the attribute needs cuLaunchKernelEx
+            self._pdl_config.stream = stream_ptr
+            return self._cu_launch_ex(self._pdl_config_ptr, self._function, self._argv_addr, None)
+        return self._cu_launch(self._function, self.grid, 1, 1, self._threads, 1, 1, self._smem, stream_ptr,
+                               self._argv_addr, None)
 
 
 _launchers: dict[tuple, GemmLauncher] = {}
@@ -238,10 +252,8 @@ def bind(cfg: KernelConfig, a, a_scale, b, b_scale, out, *, layout=None, grid: i
     device = a.data.device_id
     rows = a.shape[-2]  # masked: max_m
     if grid is None:
-        sms = runtime.get_num_sms(device)
-        tiles = -(-rows // cfg.block_m) * cfg.num_n_blocks
-        grid = sms if cfg.layout == "masked" else min(sms, tiles)
-        grid -= grid % cfg.cluster_dims
+        tiles = -(-rows // cfg.block_m) * cfg.num_n_blocks * (cfg.num_groups if cfg.layout == "masked" else 1)
+        grid = grid_for(cfg, tiles, runtime.get_num_sms(device))
     launcher = get_launcher(cfg, device, grid, rows, a.strides[-2], b.strides[-2], get_tma_aligned_size(rows, 4),
                             out.strides[-2] // 2, (a.data.ptr, b.data.ptr, a_scale.data.ptr, out.data.ptr), ffma=ffma)
     layout_ptr = 0 if layout is None else layout.data.ptr

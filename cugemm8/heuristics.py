@@ -39,6 +39,7 @@ class KernelConfig:
     cluster: int = 1    # 2: CTA pairs share each A tile through TMA multicast
     tail_split: bool = False  # masked: a last wave that would leave half the SMs idle is split in k
                               # over CTA pairs (launched as clusters of 2)
+    split_k: int = 1    # normal: every tile's k-blocks divided over a cluster of this many CTAs
 
     @property
     def threads(self) -> int:
@@ -47,12 +48,17 @@ class KernelConfig:
     @property
     def smem_bytes(self) -> int:
         return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups, self.tail_split,
-                          self.record_slots)
+                          self.record_slots, self.split_k)
 
     @property
     def cluster_dims(self) -> int:
         """CTAs per cluster as launched (the grid is a multiple of it)."""
-        return 2 if self.cluster > 1 or self.tail_split else 1
+        return 2 if self.tail_split else max(self.split_k, self.cluster)
+
+    @property
+    def splits(self) -> int:
+        """CTAs a split tile's k-blocks are divided over (kSplits; 1: tiles are not split)."""
+        return 2 if self.tail_split else self.split_k
 
     @property
     def record_slots(self) -> int:
@@ -85,19 +91,21 @@ def ceil_div(a: int, b: int) -> int:
 
 
 def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: int = 0,
-               tail_split: bool = False, record_slots: int = 0) -> int:
+               tail_split: bool = False, record_slots: int = 0, split_k: int = 1) -> int:
     """Bytes of the kernel's shared-memory map (cuda_src/gemm/smem.cuh; every rendered kernel asserts the
-    two agree): the D tile; per stage A, B and A's scales; the tile's B scales (every k-block, one or two
-    scale rows, 16-byte rounded); the masked layout's rows and running tile totals per group, or the
-    contiguous layout's ring of tile records (16-byte rounded); 2 barriers a stage, 2 more for the split
-    tail, 2 per record slot."""
+    two agree): the D tile, or a split tile's inbox where larger; per stage A, B and A's scales; the
+    tile's B scales (every k-block, one or two scale rows, 16-byte rounded); the masked layout's rows and
+    running tile totals per group, or the contiguous layout's ring of tile records (16-byte rounded);
+    2 barriers a stage, 2 more for split tiles, 2 per record slot."""
+    splits = 2 if tail_split else split_k
+    inbox = (splits - 1) * block_m * (block_n // splits) * 4
     sb_rows = 1 if 128 % block_n == 0 else 2
     sb = -(-(ceil_div(k, BLOCK_K) * sb_rows * 4) // 16) * 16
     rows = -(-(masked_groups * 8) // 16) * 16
     if record_slots:  # records of one id per 64-row slab and one bit per row, and their barriers
         rows = -(-(record_slots * (block_m // 64 + block_m // 32) * 4) // 16) * 16 + record_slots * 16
-    return (block_m * block_n * 2 + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16) + sb + rows
-            + (16 if tail_split else 0))
+    return (max(block_m * block_n * 2, inbox) + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16)
+            + sb + rows + (16 if splits > 1 else 0))
 
 
 def can_split_tail(block_n: int, k: int) -> bool:
@@ -130,26 +138,32 @@ def block_n_candidates(block_m: int) -> list[int]:
 
 
 def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0, tail_split: bool = False,
-            record_slots: int = 0) -> int:
-    limit = min(MAX_STAGES, max(1, ceil_div(k, BLOCK_K)))
+            record_slots: int = 0, split_k: int = 1) -> int:
+    limit = min(MAX_STAGES, max(1, ceil_div(ceil_div(k, BLOCK_K), split_k)))  # a CTA's k-blocks fill the ring
     for s in range(limit, 0, -1):
-        if smem_bytes(block_m, block_n, s, k, masked_groups, tail_split, record_slots) <= SMEM_CAPACITY:
+        if smem_bytes(block_m, block_n, s, k, masked_groups, tail_split, record_slots, split_k) <= SMEM_CAPACITY:
             return s
     return 0
 
 
 def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, block_n: int,
-                cluster: int = 1, tail_split: bool | None = None) -> KernelConfig:
+                cluster: int = 1, tail_split: bool | None = None, split_k: int = 1) -> KernelConfig:
     """The configuration of one tile shape as the heuristic builds it (most stages that fit, one math
     warpgroup per 64-row tile, the widest output swizzle, the masked split where it pays, unless
     `tail_split` says otherwise): for the heuristic itself, and for sweeps and tools that name a tile."""
     if tail_split is None:
-        tail_split = cluster == 1 and tail_split_for(layout, block_n, k)
+        tail_split = cluster == 1 and split_k == 1 and tail_split_for(layout, block_n, k)
     stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split,
-                     record_slots_for(layout))
+                     record_slots_for(layout), split_k)
     return KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=block_m, block_n=block_n,
                         stages=stages, num_math_wg=1 if block_m == 64 else 2, swizzle_d=swizzle_for(block_n),
-                        cluster=cluster, tail_split=tail_split)
+                        cluster=cluster, tail_split=tail_split, split_k=split_k)
+
+
+def can_split_k(block_n: int, k: int, split_k: int) -> bool:
+    """What split K needs (cuda_src/gemm/config.cuh): a cluster of at most 8 CTAs (the portable size), a
+    k-block for each, and for each a column chunk of whole 8-column fragments."""
+    return 1 <= split_k <= 8 and ceil_div(k, BLOCK_K) >= split_k and (block_n // 8) % split_k == 0
 
 
 @functools.lru_cache(maxsize=4096)
@@ -170,6 +184,9 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
         # CTA; it measured slower on every large shape (NOTES.md v5, v11). (KernelConfig.cluster=2 stays
         # available and tested.) The masked split needs CTA pairs.
         return make_config(layout, n, k, num_groups, bm, bn, tail_split=num_sms >= 2 and tail_split_for(layout, bn, k))
+
+    if layout == "normal" and m <= DECODE_M:
+        return _decode_plan(m, n, k, num_sms)
 
     if layout == "masked" and m > 64:
         # The rows per group are only expected, so the wave arithmetic below, exact for the dense GEMM,
@@ -213,6 +230,59 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
     return _plan(best[1], best[2], num_sms)
 
 
+# ----------------------------------------------------------------------------- decode-sized M
+# At M <= DECODE_M a GEMM reads its weights once and does little math: its time is the k-blocks each CTA
+# walks, each bounded by the larger of a latency (wait, MMA, promote) and the bytes the CTA loads for it,
+# plus, with split K, the exchange of partial sums. The constants are fitted to the H200 sweep (NOTES.md v17).
+DECODE_M = 128
+KB_LATENCY_US = 0.2           # one k-block of a CTA when its loads keep up
+SM_BYTES_PER_US = 50_000      # what one SM's loads sustain (L2 to shared memory) with every SM loading
+DRAM_BYTES_PER_US = 4_300_000  # the whole GPU (reads of A and B once)
+SPLIT_US = 0.6                # the exchange of a split tile (DSMEM round trip and the fixed-order sum)
+
+
+def cluster_capacity(split: int, num_sms: int) -> int:
+    """CTAs of `split`-CTA clusters resident at once. Clusters are placed within a GPC, so above pairs
+    some SMs stay out (measured with cuOccupancyMaxActiveClusters on H100 and H200: NOTES.md v17)."""
+    if split <= 2:
+        return num_sms - num_sms % split
+    return num_sms - num_sms % 16
+
+
+def decode_cost(m: int, n: int, k: int, block_m: int, block_n: int, split: int, num_sms: int) -> float:
+    """The decode model's time in µs of one tile shape and split: the k-blocks of a CTA's tiles (waves of
+    the resident CTAs) x max(latency, bytes per k-block / SM bandwidth), at least the DRAM floor, plus the
+    exchange of each split tile."""
+    tiles = ceil_div(m, block_m) * ceil_div(n, block_n)
+    waves = ceil_div(tiles * split, cluster_capacity(split, num_sms))
+    kb = ceil_div(ceil_div(k, BLOCK_K), split)
+    rows = min(m, block_m)  # TMA fetches no rows past M
+    loop = waves * kb * max(KB_LATENCY_US, (rows + block_n) * BLOCK_K / SM_BYTES_PER_US)
+    return max(loop, (m + n) * k / DRAM_BYTES_PER_US) + (waves * SPLIT_US if split > 1 else 0.0)
+
+
+def _decode_plan(m: int, n: int, k: int, num_sms: int) -> LaunchPlan:
+    """The decode model's cheapest tile shape and split K (ties: less split, then fewer CTAs, wider tiles)."""
+    best = None
+    for bm in (64, 128) if m > 64 else (64,):
+        for bn in block_n_candidates(bm):
+            for split in (1, 2, 4, 8):
+                if not can_split_k(bn, k, split):
+                    continue
+                if split > cluster_capacity(split, num_sms):
+                    continue
+                cost = decode_cost(m, n, k, bm, bn, split, num_sms)
+                config = make_config("normal", n, k, 1, bm, bn, split_k=split)
+                if config.stages < min(2, ceil_div(ceil_div(k, BLOCK_K), split)):
+                    continue
+                tiles = ceil_div(m, bm) * ceil_div(n, bn)
+                key = (round(cost, 3), split, tiles * split, -bn)
+                if best is None or key < best[0]:
+                    best = (key, config, tiles)
+    assert best is not None  # split 1 always fits
+    return _plan(best[1], best[2], num_sms)
+
+
 def _plan(config: KernelConfig, tiles: int, num_sms: int) -> LaunchPlan:
     return LaunchPlan(config=config, grid=grid_for(config, tiles, num_sms), num_tiles=tiles)
 
@@ -224,5 +294,6 @@ def grid_for(config: KernelConfig, tiles: int, num_sms: int) -> int:
     dims = config.cluster_dims
     if config.layout == "masked":
         return num_sms - num_sms % dims
-    waves = ceil_div(tiles, num_sms)
-    return min(ceil_div(ceil_div(tiles, waves), dims) * dims, num_sms - num_sms % dims)
+    ctas = tiles * config.split_k   # split K: a cluster of split_k CTAs per tile
+    waves = ceil_div(ctas, num_sms)
+    return min(ceil_div(ceil_div(ctas, waves), dims) * dims, num_sms - num_sms % dims)

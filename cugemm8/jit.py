@@ -88,8 +88,10 @@ def _check(err, what: str) -> None:
         raise CompileError(f"{what} failed: {err}")
 
 
-def compile_cubin(source: str, *, name: str = "cugemm8.cu", options: tuple[str, ...] | None = None) -> bytes:
-    """Compile ``source`` with NVRTC (no cache). Raises CompileError with the log on failure."""
+def compile_cubin(source: str, *, name: str = "cugemm8.cu", options: tuple[str, ...] | None = None,
+                  log: list | None = None) -> bytes:
+    """Compile ``source`` with NVRTC (no cache). Raises CompileError with the log on failure; appends the
+    log of a successful compile (its warnings, ptxas' included) to `log` if given."""
     from cuda.bindings import nvrtc
 
     opts = default_options() if options is None else tuple(options)
@@ -99,6 +101,8 @@ def compile_cubin(source: str, *, name: str = "cugemm8.cu", options: tuple[str, 
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
         if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise CompileError(f"NVRTC could not compile {name}:\n{_log(prog)}")
+        if log is not None:
+            log.append(_log(prog))
         err, size = nvrtc.nvrtcGetCUBINSize(prog)
         _check(err, "nvrtcGetCUBINSize")
         buf = b" " * size

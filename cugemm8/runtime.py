@@ -137,24 +137,72 @@ def _max_cluster_grid(function, device: int, smem_bytes: int, threads: int, clus
     return clusters * cluster_dims
 
 
+# ----------------------------------------------------------------------------- programmatic dependent launch
+_pdl = False
+
+
+def set_pdl(enabled: bool) -> None:
+    """Launch the GEMMs with programmatic dependent launch (off by default): a GEMM may then start while
+    the previous kernel on its stream finishes, its CTAs setting up (barriers, descriptor prefetch) until
+    that kernel's results are visible. It pays in chains of short kernels (decode)."""
+    global _pdl
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled must be a bool, got {type(enabled).__name__}")
+    _pdl = enabled
+
+
+def get_pdl() -> bool:
+    """Whether the GEMMs are launched with programmatic dependent launch (set_pdl)."""
+    return _pdl
+
+
 # ----------------------------------------------------------------------------- the hot path
 # The two driver calls made on every launch go through ctypes with fixed argument types, which costs
 # far less than cuda.bindings' general argument conversion.
 _libcuda = None
 
 
+class LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute: an id, padding to 8 bytes, and a 64-byte value union (its first int used here)."""
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int), ("rest", ctypes.c_char * 60)]
+
+
+class LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig, for cuLaunchKernelEx."""
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_mem_bytes", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(LaunchAttribute)), ("num_attrs", ctypes.c_uint)]
+
+
+ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = int(
+    cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+
+
 def libcuda_functions() -> dict:
-    """``cuLaunchKernel`` and ``cuTensorMapReplaceAddress`` as ctypes functions (they return the error code)."""
+    """``cuLaunchKernel``, ``cuLaunchKernelEx`` and ``cuTensorMapReplaceAddress`` as ctypes functions (they
+    return the error code)."""
     global _libcuda
     if _libcuda is None:
         lib = ctypes.CDLL("libcuda.so.1")
         vp, u32 = ctypes.c_void_p, ctypes.c_uint
         lib.cuLaunchKernel.argtypes = [vp, u32, u32, u32, u32, u32, u32, u32, vp, vp, vp]
         lib.cuLaunchKernel.restype = ctypes.c_int
+        lib.cuLaunchKernelEx.argtypes = [ctypes.POINTER(LaunchConfig), vp, vp, vp]
+        lib.cuLaunchKernelEx.restype = ctypes.c_int
         lib.cuTensorMapReplaceAddress.argtypes = [vp, vp]
         lib.cuTensorMapReplaceAddress.restype = ctypes.c_int
-        _libcuda = {"cuLaunchKernel": lib.cuLaunchKernel, "cuTensorMapReplaceAddress": lib.cuTensorMapReplaceAddress}
+        _libcuda = {"cuLaunchKernel": lib.cuLaunchKernel, "cuLaunchKernelEx": lib.cuLaunchKernelEx,
+                    "cuTensorMapReplaceAddress": lib.cuTensorMapReplaceAddress}
     return _libcuda
+
+
+def pdl_launch_config(grid: int, threads: int, smem_bytes: int) -> LaunchConfig:
+    """A launch configuration with programmatic stream serialization on (its stream set per launch)."""
+    attr = LaunchAttribute(id=ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+    config = LaunchConfig(grid=(ctypes.c_uint * 3)(grid, 1, 1), block=(ctypes.c_uint * 3)(threads, 1, 1),
+                          shared_mem_bytes=smem_bytes, stream=None, num_attrs=1)
+    config._attr = attr  # keep the attribute alive with the configuration
+    config.attrs = ctypes.pointer(attr)
+    return config
 
 
 def raise_driver_error(name: str, err: int) -> None:

@@ -11,18 +11,27 @@ CONTIGUOUS = [(4, 8192, 4096, 7168), (4, 8192, 7168, 2048), (8, 4096, 4096, 7168
               (3, 300, 136, 400)]
 MASKED = [(g, e, n, k) for g, e in ((1, 1024), (2, 512), (4, 256)) for n, k in ((4096, 7168), (7168, 2048))] + [
     (32, 40, 24, 128)]
+# Decode-sized M (the split-K regime), on DeepGEMM's (N, K) pairs and narrow N.
+DECODE = [(m, n, k) for m in (1, 2, 4, 8, 16, 32, 128)
+          for n, k in ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048),
+                       (256, 4096), (512, 7168), (1024, 7168))]
 SMS = (132, 114, 78)
 CONTIGUOUS_EXPLICIT = [heuristics.make_config("contiguous", n, 384, 5, bm, bn)
                        for bm, bn, n in ((256, 128, 256), (128, 128, 256), (64, 64, 256), (128, 160, 320))]
 
 SPLIT_EXPLICIT = [heuristics.make_config("masked", bn, k, 3, bm, bn, tail_split=True)
                   for bm, bn, k in ((128, 128, 1024), (256, 128, 384), (64, 64, 256), (128, 144, 640))]
+# Split K at every cluster size and both tile heights, with uneven k-block shares and partial tiles
+# (tests/gpu/test_dense.py::test_split_k).
+SPLIT_K_EXPLICIT = [heuristics.make_config("normal", n, k, 1, bm, bn, split_k=split)
+                    for bm, bn, n, k, split in ((64, 64, 200, 1040, 2), (64, 128, 520, 1808, 4), (64, 64, 1000, 7168, 8),
+                                                (128, 32, 96, 520, 4), (64, 16, 8, 256, 2), (128, 192, 300, 3000, 8))]
 
 
 def picked_configs():
     configs = set()
     for sms in SMS:
-        for m, n, k in DENSE + SPREAD:
+        for m, n, k in DENSE + SPREAD + DECODE:
             configs.add(heuristics.choose("normal", m, n, k, 1, sms).config)
         for g, m, n, k in CONTIGUOUS:
             configs.add(heuristics.choose("contiguous", g * m, n, k, g, sms).config)
@@ -37,7 +46,7 @@ def picked_configs():
     for cfg in CONTIGUOUS_EXPLICIT:
         configs.add(cfg)
     # The masked split last wave at every tile height (tests/gpu/test_masked.py::test_masked_split_last_wave).
-    for cfg in SPLIT_EXPLICIT:
+    for cfg in SPLIT_EXPLICIT + SPLIT_K_EXPLICIT:
         configs.add(cfg)
     return sorted(configs, key=repr)
 

@@ -18,7 +18,7 @@ constexpr uint32_t kSlabRows = 64;   // rows of one wgmma (m64): a slab, the uni
 
 template <Layout kLayout_, uint32_t kShapeN_, uint32_t kShapeK_, uint32_t kNumGroups_, uint32_t kBlockM_,
           uint32_t kBlockN_, uint32_t kStages_, uint32_t kNumMathWG_, uint32_t kSwizzleD_, uint32_t kRasterGroup_,
-          uint32_t kMulticast_, bool kTailSplit_, uint32_t kRecordSlots_>
+          uint32_t kMulticast_, bool kTailSplit_, uint32_t kRecordSlots_, uint32_t kSplitK_>
 struct GemmConfig {
     static constexpr Layout kLayout = kLayout_;
     static constexpr uint32_t kShapeN = kShapeN_;
@@ -37,11 +37,16 @@ struct GemmConfig {
     // two CTAs of a cluster (split.cuh).
     static constexpr bool kTailSplit = kTailSplit_;
     static constexpr uint32_t kRecordSlots = kRecordSlots_;  // contiguous: slots of the tile-record ring
+    // Normal layout, few tiles (decode-sized M): every tile's k-blocks are divided over the kSplitK CTAs of
+    // a cluster, which add their partial sums in rank order through distributed shared memory (split.cuh).
+    static constexpr uint32_t kSplitK = kSplitK_;
+    // CTAs a split tile's k-blocks are divided over (1: tiles are not split).
+    static constexpr uint32_t kSplits = kTailSplit ? 2 : kSplitK;
 
     // ------------------------------------------------------------------ threads
     static constexpr uint32_t kMathThreads = 128 * kNumMathWG;
     static constexpr uint32_t kThreads = kMathThreads + 128;  // + the producer warpgroup
-    static constexpr uint32_t kClusterDims = (kMulticast > 1 || kTailSplit) ? 2 : 1;  // CTAs per cluster as launched
+    static constexpr uint32_t kClusterDims = kSplits > 1 ? kSplits : kMulticast;  // CTAs per cluster as launched
     static constexpr uint32_t kMulticastRows = kBlockM / kMulticast;  // A rows each CTA of a pair loads
 
     // ------------------------------------------------------------------ tiles
@@ -70,14 +75,15 @@ struct GemmConfig {
     static_assert(kBlockN <= 128 || (128 % (kBlockN - 128)) == 0, "BLOCK_N > 128 must span at most two sb rows");
     static_assert(kBlockN % kAtomCols == 0, "output atoms must tile BLOCK_N");
     static_assert(kMulticast == 1 || (kMulticast == 2 && kNumNBlocks % 2 == 0), "multicast pairs need even n-blocks");
-    // A split tile's halves are column halves of whole 8-column fragments; the half of the partial sums a
-    // CTA receives (kBlockM x kBlockN/2 FP32) fills exactly its output tile's shared memory. (Which layouts
-    // may split, or have a record ring, their tile policies say.)
-    static_assert(!kTailSplit || (kMulticast == 1 && kNumKBlocks >= 2 && kBlockN % 16 == 0), "bad tail split");
+    // Each CTA of a split tile owns a column chunk of whole 8-column fragments and at least one k-block.
+    // (Which layouts may split, or have a record ring, their tile policies say.)
+    static_assert(kSplitK >= 1 && kSplitK <= 8 && !(kTailSplit && kSplitK > 1), "split K over 1 to 8 CTAs, or the tail split");
+    static_assert(kSplits == 1 || (kMulticast == 1 && kNumKBlocks >= kSplits && (kBlockN / 8) % kSplits == 0),
+                  "a split tile needs a k-block and a column chunk of whole 8-column fragments per CTA");
 };
 
 // A typical configuration, for compiling the headers on their own (tests/unit/test_codegen.py).
-using DefaultConfig = GemmConfig<Layout::kNormal, 4096, 7168, 1, 128, 128, 8, 2, 128, 8, 1, false, 0>;
+using DefaultConfig = GemmConfig<Layout::kNormal, 4096, 7168, 1, 128, 128, 8, 2, 128, 8, 1, false, 0, 1>;
 
 // f(Const<I>{}), f(Const<I + 1>{}), ..., f(Const<N - 1>{}): a loop unrolled with compile-time indices.
 template <uint32_t V> struct Const { static constexpr uint32_t value = V; };

@@ -76,7 +76,7 @@ struct Epilogue {
     }
 
     // The tile's valid rows (m0: its first), copied out by the math threads 16 bytes at a time: a split
-    // tile's column half (t.split - 1), or a masked group's last block (only rows below masked_m may be
+    // tile's column chunk (t.split - 1), or a masked group's last block (only rows below masked_m may be
     // written). The operands are references, read where the loop uses them: taken by value, they moved
     // the masked kernels' code (NOTES.md v16).
     template <bool kSplitTile>
@@ -85,8 +85,9 @@ struct Epilogue {
                                                          const uint32_t& m0, const Tile<Cfg>& t) {
         named_barrier_sync(1, Cfg::kMathThreads);
         const uint32_t valid = min(t.rows - m0, Cfg::kBlockM);
-        constexpr uint32_t kChunks = kSplitTile ? Cfg::kBlockN / 16 : Cfg::kBlockN / 8;  // 16-byte chunks a row
-        const uint32_t c0 = kSplitTile ? (t.split - 1) * (Cfg::kBlockN / 2) : 0u;
+        constexpr uint32_t kCols = kSplitTile ? Cfg::kBlockN / Cfg::kSplits : Cfg::kBlockN;
+        constexpr uint32_t kChunks = kCols / 8;  // 16-byte chunks a row
+        const uint32_t c0 = kSplitTile ? (t.split - 1) * kCols : 0u;
         for (uint32_t idx = threadIdx.x; idx < valid * kChunks; idx += Cfg::kMathThreads) {
             const uint32_t r = idx / kChunks, c = c0 + (idx % kChunks) * 8;
             if (n0 + c < Cfg::kShapeN) {

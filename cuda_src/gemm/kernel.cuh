@@ -8,6 +8,7 @@
 #pragma once
 #include "math.cuh"
 #include "producer.cuh"
+#include "../ptx/pdl.cuh"
 
 namespace cg8 {
 
@@ -22,6 +23,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
 
     CG8_MARK(kTraceStart);
     if (threadIdx.x == 0 && (smem_addr(smem) & 1023u) != 0) __trap();  // 128B swizzle needs 1024-byte alignment
+    launch_dependents();  // with PDL the next kernel's CTAs may set up while this grid finishes
 
     const uint32_t wg = threadIdx.x / 128;
     const uint32_t tid = threadIdx.x % 128;
@@ -34,22 +36,24 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
         tma_prefetch_map(&tmap_d);
         init_stage_barriers<Cfg>(sm.full, sm.empty);
         Tiles::init_barriers(sm.ring_barriers);
-        if constexpr (Cfg::kTailSplit) {
-            mbar_init(sm.split_ready, 1);     // the peer's arrival
-            mbar_init(sm.split_received, 1);  // this CTA's expect_tx, then the peer's bytes
+        if constexpr (Cfg::kSplits > 1) {
+            mbar_init(sm.split_ready, Cfg::kSplits - 1);  // every peer's arrival
+            mbar_init(sm.split_received, 1);              // this CTA's expect_tx, then the peers' bytes
         }
         fence_barrier_init();
         fence_proxy_async_smem();
     }
+    // Nothing above reads global memory that an earlier kernel may write (with PDL it may still run).
+    grid_dependency_wait();
     Tiles::load_layout(layout, sm.words, m);
-    // With multicast, or the split tail's exchange, the peer CTA arrives on our barriers (and writes into
-    // our shared memory): it must see them initialized first. (The relaxed cluster barrier orders no
+    // With multicast, or a split tile's exchange, the peer CTAs arrive on our barriers (and write into our
+    // shared memory): they must see them initialized first. (The relaxed cluster barrier orders no
     // memory: __syncthreads publishes the layout words.)
     if constexpr (Cfg::kMulticast > 1) {
         cluster_sync();
     } else {
         __syncthreads();
-        if constexpr (Cfg::kTailSplit) cluster_sync_relaxed();
+        if constexpr (Cfg::kSplits > 1) cluster_sync_relaxed();
     }
     Tiles::finish_layout(sm.words);
     const uint32_t cta_rank = Cfg::kClusterDims > 1 ? cluster_ctarank() : 0;
@@ -67,7 +71,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
         Producer<Cfg>{tmap_a, tmap_b, tmap_sa, sm, tiles, ring, cta_rank}.run(tid, warp, lane);
     } else {
         setmaxnreg_inc<Cfg::kNumMathWG == 1 ? 240 : 232>();
-        MathWarpgroups<Cfg>{tmap_d, sb, d, ldd, sm, tiles, ring, wg, tid, warp, lane, cta_rank}.run();
+        MathWarpgroups<Cfg>{tmap_d, sb, d, ldd, sm, tiles, ring, wg, tid, warp, lane}.run();
     }
     CG8_MARK(kTraceEnd);
     // Neither CTA of a multicast pair may exit while the other can still arrive on its barriers.

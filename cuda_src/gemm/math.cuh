@@ -24,7 +24,6 @@ struct MathWarpgroups {
     Tiles& tiles;                 // the tile walk (the kernel's)
     RingPosition<Cfg>& ring;      // the position in the stage ring (the kernel's)
     uint32_t wg, tid, warp, lane;
-    uint32_t cta_rank;
 
     // Every tile of this CTA in the policy's order; then the output's last TMA stores must complete.
     // The registers (accumulators, sums) are locals here, lent to the main loop: held in a struct, ptxas
@@ -34,29 +33,30 @@ struct MathWarpgroups {
         float acc[2][Loop::kFrag];  // the second set only where kAccSets == 2
         float sum[Cfg::kSlabsPerWG][Loop::kFrag];
         Loop loop(sm, ring, acc, sum, wg, tid, warp, lane);
+        uint32_t split_phase = 0;  // the parity of this CTA's split tiles so far (their exchange barriers)
         if constexpr (Tiles::kFetchEarly) {
             bool more = tiles.next(t);
             while (more) {
                 tiles.template decode<true>(t);
                 auto fetch_next = [&] { more = tiles.next(next_t); };  // its loads overlap the main loop
                 // (The reduction makes the branch warp-uniform to ptxas: see `slabs` in work_tile.)
-                if (__reduce_or_sync(~0u, t.whole() ? 1u : 0u)) work_tile<false, true>(loop, t, fetch_next);
-                else work_tile<false, false>(loop, t, fetch_next);
+                if (__reduce_or_sync(~0u, t.whole() ? 1u : 0u)) work_tile<false, true>(loop, t, fetch_next, split_phase);
+                else work_tile<false, false>(loop, t, fetch_next, split_phase);
                 t = next_t;
             }
         } else {
-            while (tiles.next(t)) work_tile<false, true>(loop, t, [] {});
+            while (tiles.next(t)) work_tile<(Cfg::kSplitK > 1), true>(loop, t, [] {}, split_phase);
             if constexpr (Cfg::kTailSplit)
-                if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {});
+                if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_phase);
         }
         if (loop.store_thread) bulk_wait_group0();
     }
 
     // One tile: its passes, then the epilogue. fetch_next() (the policy's next tile) runs once, after
     // the first pass's staging barrier, or before the epilogue of a tile without passes.
-    // kSplitTile: a tail() tile; kWhole: t.whole(), one pass of every slab.
+    // kSplitTile: a split tile (split K, or a tail() tile); kWhole: t.whole(), one pass of every slab.
     template <bool kSplitTile, bool kWhole, class FetchNext>
-    __device__ __forceinline__ void work_tile(Loop& loop, const Tile& t, FetchNext&& fetch_next) {
+    __device__ __forceinline__ void work_tile(Loop& loop, const Tile& t, FetchNext&& fetch_next, uint32_t& split_phase) {
         const uint32_t n0 = t.n_block * Cfg::kBlockN;
         CG8_MARK(kTraceTile, (kSplitTile ? t.split << 30 : 0u) | (t.n_block << 16) | t.m_block);
         loop.clear_sums();
@@ -71,7 +71,7 @@ struct MathWarpgroups {
             const uint32_t boundary = 128 - n0 % 128;  // tile columns below this use B's scale row n0 / 128
             stage_b_scales<kSplitTile>(first_pass, group, n0, loop.store_thread);
             CG8_MARK(kTraceStaged);
-            if constexpr (kSplitTile) Split::signal_ready(sm.split_ready, sm.split_received, cta_rank);
+            if constexpr (kSplitTile) Split::signal_ready(sm.split_ready, sm.split_received, t.split - 1);
             if (first_pass) fetch_next();
             CG8_MARK(kTraceLoop);
             const uint32_t kb_begin = kSplitTile ? t.kb_begin() : 0u;
@@ -91,8 +91,8 @@ struct MathWarpgroups {
         if constexpr (RingWalk<Cfg>::kAlignStages && !kWhole) loop.realign();
         CG8_MARK(kTraceMainDone);
         if constexpr (kSplitTile) {
-            if (t.split == 2) Split::template exchange<true>(loop, sm.split_ready, sm.split_received, cta_rank);
-            else Split::template exchange<false>(loop, sm.split_ready, sm.split_received, cta_rank);
+            Split::exchange(loop, sm.split_ready, sm.split_received, t.split - 1, split_phase);
+            split_phase ^= 1;
             CG8_MARK(kTraceExchanged);
         }
         if (!kWhole && t.passes == 0) fetch_next();
@@ -116,7 +116,7 @@ struct MathWarpgroups {
     }
 
     // The tile's sums out to D: by one TMA store, or by the math threads where only some rows (a masked
-    // group's last block) or columns (a split tile's half) may be written.
+    // group's last block) or columns (a split tile's chunk) may be written.
     template <bool kSplitTile>
     __device__ __forceinline__ void epilogue(Loop& loop, const Tile& t, uint32_t n0) {
         const uint32_t row0 = tiles.a_row(t);

@@ -11,6 +11,7 @@ template <class Cfg>
 struct ContiguousTiles {
     static_assert(Cfg::kRecordSlots > 0, "the contiguous layout needs its record ring");
     static_assert(!Cfg::kTailSplit, "only the masked layout splits its last wave");
+    static_assert(Cfg::kSplitK == 1, "only the normal layout splits K");
     using Tile = cg8::Tile<Cfg>;
     using Records = RecordRing<Cfg>;
     static constexpr uint32_t kSlabs = Cfg::kSlabsPerTile;

@@ -9,6 +9,7 @@ namespace cg8 {
 template <class Cfg>
 struct MaskedTiles {
     static_assert(Cfg::kRecordSlots == 0, "only the contiguous layout has a record ring");
+    static_assert(Cfg::kSplitK == 1, "only the normal layout splits K");
     using Tile = cg8::Tile<Cfg>;
     static constexpr uint32_t kGroups = Cfg::kNumGroups;
     static constexpr bool kFetchEarly = false;

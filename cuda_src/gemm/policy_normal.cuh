@@ -1,4 +1,5 @@
-// The normal layout's tiles: one GEMM of M rows, rasterized for L2 reuse.
+// The normal layout's tiles: one GEMM of M rows, rasterized for L2 reuse. With split K (kSplitK > 1) each
+// cluster of kSplitK CTAs walks the tiles as one, each CTA taking its share of every tile's k-blocks.
 #pragma once
 #include "tile.cuh"
 
@@ -25,7 +26,7 @@ struct NormalTiles {
 
     __device__ __forceinline__ NormalTiles(uint32_t m_, const int32_t*, int32_t*, uint64_t*, uint32_t) : m(m_) {
         num_m_blocks = (m + Cfg::kBlockM - 1) / Cfg::kBlockM;
-        tile_idx = blockIdx.x;
+        tile_idx = blockIdx.x / Cfg::kSplitK;  // the cluster's first tile (a cluster's CTAs are consecutive in x)
     }
 
     __device__ __forceinline__ static void init_barriers(uint64_t*) {}
@@ -38,7 +39,8 @@ struct NormalTiles {
         t.rows = m;
         t.group = 0;
         t.passes = 1;
-        tile_idx += gridDim.x;
+        if constexpr (Cfg::kSplitK > 1) t.split = 1 + blockIdx.x % Cfg::kSplitK;  // 1 + the rank in the cluster
+        tile_idx += gridDim.x / Cfg::kSplitK;
         return true;
     }
     __device__ __forceinline__ bool tail(Tile&) const { return false; }

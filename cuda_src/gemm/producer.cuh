@@ -82,7 +82,7 @@ struct Producer {
                 t = next_t;
             }
         } else {
-            while (tid == 0 && tiles.next(t)) load_tile<false, true>(t, [] {});
+            while (tid == 0 && tiles.next(t)) load_tile<(Cfg::kSplitK > 1), true>(t, [] {});
             if constexpr (Cfg::kTailSplit)
                 if (tid == 0 && tiles.tail(t)) load_tile<true, true>(t, [] {});
         }

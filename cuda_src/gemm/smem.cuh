@@ -4,7 +4,8 @@
 //
 //   [ D tile | A x stages | B x stages | A scales x stages | B scales | layout words | barriers ]
 //
-// D: the output tile (bf16, TMA-swizzled atoms; a split tile's exchanged partial sums land here too).
+// D: the output tile (bf16, TMA-swizzled atoms); a split tile's inbox of partial sums (split.cuh)
+// overlays it, and extends it where it is larger.
 // A, B: one 128-deep k-block per stage, 128-byte swizzled as TMA writes them (1024-byte aligned).
 // A scales: kBlockM floats per stage. B scales: the tile's every k-block, one or two scale rows.
 // Layout words: the tile policy's (masked: rows and tile totals per group; contiguous: the record ring).
@@ -24,9 +25,11 @@ struct SmemLayout {
     static constexpr uint32_t kStageSA = Cfg::kBlockM * 4;
     static constexpr uint32_t kStageTxBytes = kStageA + kStageB + kStageSA;  // TMA bytes landing per stage
     static constexpr uint32_t kScalesB = (Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile * 4 + 15) / 16 * 16;
-    static constexpr uint32_t kSplitBarriers = Cfg::kTailSplit ? 2 : 0;
+    static constexpr uint32_t kSplitBarriers = Cfg::kSplits > 1 ? 2 : 0;
+    // A split tile's inbox: (kSplits - 1) peers' partial sums of this CTA's column chunk, FP32.
+    static constexpr uint32_t kInbox = (Cfg::kSplits - 1) * Cfg::kBlockM * (Cfg::kBlockN / Cfg::kSplits) * 4;
 
-    static constexpr uint32_t kOffA = kTileD;
+    static constexpr uint32_t kOffA = kTileD > kInbox ? kTileD : kInbox;
     static constexpr uint32_t kOffB = kOffA + Cfg::kStages * kStageA;
     static constexpr uint32_t kOffSA = kOffB + Cfg::kStages * kStageB;
     static constexpr uint32_t kOffSB = kOffSA + Cfg::kStages * kStageSA;
@@ -34,7 +37,7 @@ struct SmemLayout {
     static constexpr uint32_t kOffBarriers = kOffWords + Tiles::kSmemWordBytes;
     static constexpr uint32_t kBytes = kOffBarriers + 8 * (2 * Cfg::kStages + kSplitBarriers + Tiles::kRingBarriers);
 
-    static_assert(kTileD % 1024 == 0 && kStageA % 1024 == 0 && kStageB % 1024 == 0,
+    static_assert(kOffA % 1024 == 0 && kStageA % 1024 == 0 && kStageB % 1024 == 0,
                   "swizzled stages must stay 1024-byte aligned");
 };
 
@@ -51,8 +54,8 @@ struct SharedMemory {
     int32_t* words;
     uint64_t* full;            // per stage: the TMA bytes have landed
     uint64_t* empty;           // per stage: every math warp (of every CTA it was loaded into) is done with it
-    uint64_t* split_ready;     // kTailSplit: the peer may push into this CTA's output tile
-    uint64_t* split_received;  // kTailSplit: the peer's partial sums have landed
+    uint64_t* split_ready;     // split tiles: every peer may push into this CTA's inbox
+    uint64_t* split_received;  // split tiles: the peers' partial sums have landed
     uint64_t* ring_barriers;   // the tile policy's
 
     __device__ __forceinline__ explicit SharedMemory(uint8_t* smem)

@@ -1,8 +1,12 @@
-// A split tile's two halves meet (masked layout, kTailSplit). The two CTAs of a cluster each computed
-// half of the tile's k-blocks over the whole tile; CTA rank r stores column half r. Each pushes its
-// partial sums of the other half into the peer's output tile in shared memory (st.async, counted on the
-// peer's `received` barrier) once the peer said `ready`, then adds the peer's sums of its own half,
-// which arrive the same way. The additions happen in a fixed order: results are bitwise repeatable.
+// A split tile's shares meet. The kSplits CTAs of a cluster each computed a share of the tile's k-blocks
+// over the whole tile; CTA rank r owns column chunk r (kBlockN / kSplits columns) and stores it. Each
+// pushes its partial sums of every other chunk into that chunk owner's inbox in shared memory (st.async,
+// counted on the owner's `received` barrier) once the owner said `ready`, then adds up its own chunk in
+// rank order: share 0 + share 1 + ... The order is fixed, so results are bitwise repeatable.
+//
+// The inbox overlays the output tile (smem.cuh): a slot per sending peer, per 16-byte vector of the
+// chunk, per math thread. Used by the masked layout's split last wave (two CTAs) and the normal layout's
+// split K (kSplitK CTAs).
 #pragma once
 #include "config.cuh"
 #include "smem.cuh"
@@ -14,46 +18,80 @@ namespace cg8 {
 
 template <class Cfg>
 struct SplitExchange {
-    static constexpr uint32_t kHalfGroups = Cfg::kBlockN / 16;  // 8-column fragments per column half
-    static constexpr uint32_t kHalfVecs = Cfg::kSlabsPerWG * kHalfGroups;
+    static constexpr uint32_t kSplits = Cfg::kSplits;
+    static constexpr uint32_t kChunkGroups = Cfg::kBlockN / 8 / kSplits;        // 8-column fragments per chunk
+    static constexpr uint32_t kChunkVecs = Cfg::kSlabsPerWG * kChunkGroups;     // a thread's 16-byte vectors per chunk
+    static constexpr uint32_t kInboxBytes = (kSplits - 1) * kChunkVecs * Cfg::kMathThreads * 16;
+    static_assert(kInboxBytes == SmemLayout<Cfg>::kInbox, "the inbox is laid out in smem.cuh");
 
-    // Before the tile's B scales are staged: the peer will push into this CTA's output tile, so the
-    // previous tile's TMA store must be done reading it (the staging barrier orders the other readers).
+    // Before the tile's B scales are staged: the peers will push into this CTA's inbox, which overlays the
+    // output tile, so the previous tile's TMA store must be done reading it (the staging barrier orders
+    // the other readers).
     __device__ __forceinline__ static void before_staging(bool store_thread) {
         if (store_thread) bulk_wait_group_read0();
     }
 
-    // After the staging barrier: the bytes to expect, then tell the peer it may send.
-    __device__ __forceinline__ static void signal_ready(uint64_t* ready, uint64_t* received, uint32_t cta_rank) {
+    // After the staging barrier: the bytes to expect, then tell every peer it may send.
+    __device__ __forceinline__ static void signal_ready(uint64_t* ready, uint64_t* received, uint32_t rank) {
         if (threadIdx.x == 0) {
-            mbar_arrive_expect_tx(received, SmemLayout<Cfg>::kTileD);  // the half fills the output tile
-            mbar_arrive_cluster(ready, cta_rank ^ 1);
+            mbar_arrive_expect_tx(received, kInboxBytes);
+#pragma unroll
+            for (uint32_t peer = 0; peer < kSplits; ++peer)
+                if (peer != rank) mbar_arrive_cluster(ready, peer);
         }
     }
 
-    // Slot j of a thread holds its j-th fragment of the half (slab j / kHalfGroups, 8-column group
-    // j % kHalfGroups of the half), consecutive threads 16 bytes apart. The half is a compile-time index:
-    // the sums must stay in registers. `loop`: the MainLoop holding the sums and the shared addresses.
-    template <bool kSecondHalf, class Loop>
-    __device__ __forceinline__ static void exchange(Loop& loop, uint64_t* ready, uint64_t* received, uint32_t cta_rank) {
-        constexpr uint32_t kMine = kSecondHalf ? 1 : 0;
-        auto slot = [&](uint32_t j) { return (j * Cfg::kMathThreads + threadIdx.x) * 16; };
-        mbar_wait(loop.shared(ready), 0);
-        const uint32_t peer_tile = map_shared_rank(loop.smem_d_addr, cta_rank ^ 1);
-        const uint32_t peer_received = map_shared_rank(loop.shared(received), cta_rank ^ 1);
+    // Byte offset in an inbox of the slot for sender `from` (of the owner `to`), vector j, this thread.
+    __device__ __forceinline__ static uint32_t slot(uint32_t from, uint32_t to, uint32_t j) {
+        const uint32_t q = from < to ? from : from - 1;  // the owner has no slot for itself
+        return ((q * kChunkVecs + j) * Cfg::kMathThreads + threadIdx.x) * 16;
+    }
+
+    // Vector j of chunk c in this thread's sums: slab j / kChunkGroups, fragment c * kChunkGroups + j % kChunkGroups.
+    template <class Loop>
+    __device__ __forceinline__ static float* vec(Loop& loop, uint32_t c, uint32_t j) {
+        return &loop.sum[j / kChunkGroups][(c * kChunkGroups + j % kChunkGroups) * 4];
+    }
+
+    // The exchange, `phase`: the parity of this CTA's split tiles so far. Chunks are walked at compile
+    // time (the sums must stay in registers); `rank` selects this CTA's role in each.
+    template <class Loop>
+    __device__ __forceinline__ static void exchange(Loop& loop, uint64_t* ready, uint64_t* received, uint32_t rank,
+                                                    uint32_t phase) {
+        mbar_wait(loop.shared(ready), phase);
+        static_for<0, kSplits>([&](auto owner) {
+            constexpr uint32_t c = owner.value;
+            if (c == rank) return;
+            const uint32_t inbox = map_shared_rank(loop.smem_d_addr, c);
+            const uint32_t inbox_received = map_shared_rank(loop.shared(received), c);
 #pragma unroll
-        for (uint32_t j = 0; j < kHalfVecs; ++j) {
-            const float* f = &loop.sum[j / kHalfGroups][((1 - kMine) * kHalfGroups + j % kHalfGroups) * 4];
-            st_async_v4(peer_tile + slot(j), f[0], f[1], f[2], f[3], peer_received);
-        }
-        mbar_wait(loop.shared(received), 0);
+            for (uint32_t j = 0; j < kChunkVecs; ++j) {
+                const float* f = vec(loop, c, j);
+                st_async_v4(inbox + slot(rank, c, j), f[0], f[1], f[2], f[3], inbox_received);
+            }
+        });
+        mbar_wait(loop.shared(received), phase);
+        static_for<0, kSplits>([&](auto owner) {
+            constexpr uint32_t c = owner.value;
+            if (c != rank) return;
 #pragma unroll
-        for (uint32_t j = 0; j < kHalfVecs; ++j) {
-            float* f = &loop.sum[j / kHalfGroups][(kMine * kHalfGroups + j % kHalfGroups) * 4];
-            float p0, p1, p2, p3;
-            ld_shared_v4(loop.smem_d_addr + slot(j), p0, p1, p2, p3);
-            f[0] += p0, f[1] += p1, f[2] += p2, f[3] += p3;
-        }
+            for (uint32_t j = 0; j < kChunkVecs; ++j) {
+                float* f = vec(loop, c, j);
+                float x[4];
+                static_for<0, kSplits>([&](auto share) {
+                    constexpr uint32_t s = share.value;
+                    float p[4];
+                    if constexpr (s == c) {
+                        p[0] = f[0], p[1] = f[1], p[2] = f[2], p[3] = f[3];
+                    } else {
+                        ld_shared_v4(loop.smem_d_addr + slot(s, c, j), p[0], p[1], p[2], p[3]);
+                    }
+#pragma unroll
+                    for (uint32_t e = 0; e < 4; ++e) x[e] = s == 0 ? p[e] : x[e] + p[e];
+                });
+                f[0] = x[0], f[1] = x[1], f[2] = x[2], f[3] = x[3];
+            }
+        });
     }
 };
 

@@ -22,12 +22,15 @@ struct Tile {
     uint32_t valid;    // contiguous: bit s: slab s has a valid expert
     uint32_t zero;     // contiguous, math threads: bit 2w+h: this thread's row (slab w, +8h) is no expert's
     int32_t slab_group[kSlabs];  // contiguous: each slab's expert id (valid slabs only)
-    uint32_t split;    // a split tile (tail()): 1 the first k-blocks, 2 the rest; each CTA stores column half split - 1
+    uint32_t split;    // a split tile: 1 + this CTA's share of it (its rank in the cluster); 0: not split
 
-    // The k-blocks this CTA works on: all, or its half of a split tile (the first half rounded up).
-    static constexpr uint32_t kHalfKBlocks = (Cfg::kNumKBlocks + 1) / 2;
-    __device__ __forceinline__ uint32_t kb_begin() const { return split == 2 ? kHalfKBlocks : 0u; }
-    __device__ __forceinline__ uint32_t kb_end() const { return split == 1 ? kHalfKBlocks : Cfg::kNumKBlocks; }
+    // The k-blocks of a split tile's share s (of kSplits, the earlier shares rounded up), and this CTA's
+    // (all of them when the tile is not split). Each CTA stores column chunk split - 1 (split.cuh).
+    __device__ __forceinline__ static uint32_t kb_first(uint32_t s) {
+        return (s * Cfg::kNumKBlocks + Cfg::kSplits - 1) / Cfg::kSplits;
+    }
+    __device__ __forceinline__ uint32_t kb_begin() const { return split ? kb_first(split - 1) : 0u; }
+    __device__ __forceinline__ uint32_t kb_end() const { return split ? kb_first(split) : Cfg::kNumKBlocks; }
 
     // One pass in which every slab works (no expert boundary or padding slab in the tile): the common
     // case, which runs code without the pass bookkeeping. Normal and masked tiles are always whole.

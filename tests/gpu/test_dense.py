@@ -5,6 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hopper import requires_hopper
+from kernel_configs import SPLIT_K_EXPLICIT
 from problems import PROPERTY_SETTINGS, check_against_reference, make_dense, poisoned
 
 import cugemm8
@@ -74,3 +75,66 @@ def test_multicast_cluster_of_two_dense(bm, bn):
     out = poisoned((m, n))
     fp8_gemm.bind(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out)()
     check_against_reference(out, a, sa, b, sb, x, w)
+
+
+# ----------------------------------------------------------------------------- split K
+@pytest.mark.parametrize("cfg", SPLIT_K_EXPLICIT, ids=lambda c: f"{c.block_m}x{c.block_n}n{c.n}k{c.k}s{c.split_k}")
+@pytest.mark.parametrize("m", [1, 77, 300])
+def test_split_k(cfg, m):
+    """Every cluster size, uneven k-block shares, partial m-, n- and k-blocks, several tiles per cluster
+    (M = 300): right, and bitwise the same from run to run (the shares are added in rank order)."""
+    x, w, a, sa, b, sb = make_dense(m, cfg.n, cfg.k, seed=cfg.split_k * 1000 + m)
+    sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
+    out = poisoned((m, cfg.n))
+    run = fp8_gemm.bind(cfg, a, sa, b, sb, out)
+    assert run.launcher.grid % cfg.split_k == 0
+    run()
+    check_against_reference(out, a, sa, b, sb, x, w)
+    first = out.copy()
+    for _ in range(3):
+        run()
+        assert bool((out.view(cupy.uint16) == first.view(cupy.uint16)).all()), "split results differ between runs"
+
+
+def test_split_k_with_fewer_ctas_than_tiles():
+    """A grid smaller than the tiles x split (each cluster walks several tiles): the exchange barriers' phases."""
+    cfg = SPLIT_K_EXPLICIT[2]
+    m = 64 * 5
+    x, w, a, sa, b, sb = make_dense(m, cfg.n, cfg.k, seed=11)
+    sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
+    out = poisoned((m, cfg.n))
+    fp8_gemm.bind(cfg, a, sa, b, sb, out, grid=2 * cfg.split_k)()
+    check_against_reference(out, a, sa, b, sb, x, w)
+
+
+@pytest.mark.parametrize("m", [1, 2, 8, 32, 128])
+@pytest.mark.parametrize("n,k", [(2112, 7168), (7168, 16384), (4096, 7168), (256, 4096), (512, 7168)])
+def test_matmul_decode_shapes(m, n, k):
+    """The heuristic's decode picks (split K where it pays): right, bitwise repeatable."""
+    x, w, a, sa, b, sb = make_dense(m, n, k, seed=m * 7 + n + k)
+    out = cugemm8.matmul(a, sa, b, sb)
+    check_against_reference(out, a, sa, b, sb, x, w)
+    again = cugemm8.matmul(a, sa, b, sb)
+    assert bool((again.view(cupy.uint16) == out.view(cupy.uint16)).all())
+
+
+# ----------------------------------------------------------------------------- programmatic dependent launch
+def test_pdl_orders_dependent_kernels():
+    """With PDL on, a GEMM still sees what the kernel before it wrote (its scales, doubled in place) and
+    its output is not overwritten by the GEMM before it (the same output, written twice)."""
+    m, n, k = 64, 2112, 7168
+    x, w, a, sa, b, sb = make_dense(m, n, k, seed=5)
+    sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
+    expected = cugemm8.matmul(a, sa * 2, b, sb)
+    out = poisoned((m, n))
+    cugemm8.set_pdl(True)
+    try:
+        for _ in range(20):
+            sa2 = sa.copy()
+            cugemm8.matmul(a, sa, b, sb, out=out)        # then the same output again, from doubled scales
+            sa2 *= 2
+            cugemm8.matmul(a, sa2, b, sb, out=out)
+            cugemm8.matmul(a, sa2, b, sb, out=out)
+            assert bool((out.view(cupy.uint16) == expected.view(cupy.uint16)).all())
+    finally:
+        cugemm8.set_pdl(False)

@@ -98,4 +98,5 @@ def test_dense_line_names_best_and_pick():
             {"block_m": 64, "block_n": 64, "stages": 6, "cluster": 1, "raster": 8, "us": 11.0, "tflops": 1.0,
              "ok": False, "picked": True}]
     line = tune.dense_line({"m": 64, "n": 2112, "k": 7168, "rows": rows, "pick": None}, raster_sweep=False)
-    assert "best  64x 16x 8c1" in line and "(1.10x)" in line and "MISMATCH in [(64, 64)]" in line
+    assert "best      64x16x8c1s1" in line and "pick 64x64x6c1s1" in line and "(1.10x)" in line
+    assert "MISMATCH in [(64, 64)]" in line

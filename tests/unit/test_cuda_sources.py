@@ -83,11 +83,8 @@ def test_wgmma_wrappers_list_their_operands():
 
 
 def _smem_check(configs) -> str:
-    params = lambda c: ", ".join(map(str, [fp8_gemm._LAYOUTS[c.layout], c.n, c.k, c.num_groups, c.block_m, c.block_n,  # noqa: E731
-                                           c.stages, c.num_math_wg, c.swizzle_d, c.raster_group, c.cluster,
-                                           "true" if c.tail_split else "false", c.record_slots]))
     lines = ['#include "gemm/smem.cuh"']
-    lines += [f"static_assert(cg8::SmemLayout<cg8::GemmConfig<cg8::{params(c)}>>::kBytes == {c.smem_bytes}, "
+    lines += [f"static_assert(cg8::SmemLayout<{fp8_gemm.config_type(c)}>::kBytes == {c.smem_bytes}, "
               f'"{c.layout} {c.block_m}x{c.block_n} s{c.stages}");' for c in configs]
     return "\n".join(lines) + "\n"
 

@@ -37,13 +37,14 @@ def test_heuristic_limits(layout, m, n, k, groups, sms):
 def test_heuristic_against_measured_sweep():
     """The heuristic against a measured sweep of every candidate configuration (H200, NOTES.md): its
     pick for each benchmark shape must be within 10% of the best measured configuration, and within
-    3% on average (0.9% when the heuristic was set; 3.8% for DeepGEMM's rule)."""
+    3% on average (0.9% when the heuristic was set; 3.8% for DeepGEMM's rule). Decode-sized M, where the
+    picks split K (which that sweep did not have), has its own sweep (test_decode_against_measured_sweep)."""
     import glob
     import json
     import math
 
     path = sorted(glob.glob("bench/results/v2/tune-h200-*.json"))[0]
-    results = json.load(open(path))["results"]
+    results = [r for r in json.load(open(path))["results"] if r["m"] > heuristics.DECODE_M]
     losses = []
     for r in results:
         cfg = heuristics.choose("normal", r["m"], r["n"], r["k"], 1, 132).config
