@@ -108,6 +108,13 @@ EDGE_CASES = [
     {"name": "edge masked light last blocks go last, split (128x128, K=1024, 8 CTAs)", "layout": "masked",
      "groups": 3, "max_m": 300, "n": 640, "k": 1024, "masked_m": [300, 0, 20], "expected_m": 256,
      "force": (128, 128), "num_sms": 8, "a_scale": "aligned"},
+    # Split K: over 8 CTAs with uneven shares; over 4 with several tiles per cluster; over 2 at N=8, M=1
+    {"name": "edge dense split K over 8 (64x64, M=3, K=1040)", "layout": "normal", "m": 3, "n": 200, "k": 1040,
+     "force": (64, 64), "split_k": 8, "a_scale": "aligned"},
+    {"name": "edge dense split K over 4, several tiles a cluster (64x128, M=300, 8 CTAs)", "layout": "normal",
+     "m": 300, "n": 520, "k": 1808, "force": (64, 128), "split_k": 4, "num_sms": 8, "a_scale": "aligned"},
+    {"name": "edge dense split K over 2 (64x16, M=1, N=8)", "layout": "normal", "m": 1, "n": 8, "k": 256,
+     "force": (64, 16), "split_k": 2, "a_scale": "aligned"},
 ]
 
 
@@ -132,7 +139,8 @@ def build_cases(num_sms: int, tiny: bool) -> tuple[list[dict], str]:
         case = dict(edge)
         if "force" in case:   # an explicit tile shape instead of the heuristic's (split as it would split)
             case["config"] = dataclasses.asdict(lib.make_config(
-                case["layout"], case["n"], case["k"], case.get("groups", 1), *case.pop("force")))
+                case["layout"], case["n"], case["k"], case.get("groups", 1), *case.pop("force"),
+                **({"split_k": case.pop("split_k")} if "split_k" in case else {})))
         cfg = lib.choose(*plan_inputs(case), num_sms).config
         case["chosen"] = dataclasses.asdict(cfg)
         cases.append(case)

@@ -58,6 +58,11 @@ CASES = [
     Case("dense-32768-7168x2048", "normal", (32768,), 7168, 2048),
     Case("contiguous-4x8192-4096x7168", "contiguous", (8192,) * 4, 4096, 7168),
     Case("dense-32768-4096x7168", "normal", (32768,), 4096, 7168),
+    # Decode-sized M at the heuristic's split K: where a call's fixed cost goes (NOTES.md v17).
+    Case("decode-1x2112x7168", "normal", (1,), 2112, 7168),
+    Case("decode-64x2112x7168", "normal", (64,), 2112, 7168),
+    Case("decode-1x256x4096", "normal", (1,), 256, 4096),
+    Case("decode-16x7168x16384", "normal", (16,), 7168, 16384),
 ]
 
 _trace_on = False
@@ -158,7 +163,7 @@ def summarize(ev: np.ndarray, grid: int) -> dict:
             for j in range(i + 1, stop):   # the first of each (a tile of several passes has several LOOPs)
                 if tags[j] in (STAGED, LOOP, MAIN_DONE, EXCHANGED, STORED):
                     at.setdefault(tags[j], ns[j])
-            rec = {"cta": c, "half": int(math[i][1]) >> 30, "start": ns[i],
+            rec = {"cta": c, "half": int(math[i][1]) >> 28, "start": ns[i],
                    "main": at[MAIN_DONE] - ns[i] if MAIN_DONE in at else None,
                    "prologue": at[LOOP] - ns[i] if LOOP in at else None,
                    "staging": at[STAGED] - ns[i] if STAGED in at else None,
@@ -181,8 +186,10 @@ def summarize(ev: np.ndarray, grid: int) -> dict:
             return None
         return {"n": len(xs), "median": statistics.median(xs), "min": min(xs), "max": max(xs)}
 
+    # Split shares: the masked tail's two halves, or split K's shares (1 + the rank in the cluster).
     normal = [t for t in tiles if t["half"] == 0]
     first, second = ([t for t in tiles if t["half"] == h] for h in (1, 2))
+    shares = [t for t in tiles if t["half"] > 0]
     return {
         "span_us": max(ends) if ends else None,
         "cta_start_spread_us": stats(starts),
@@ -202,6 +209,11 @@ def summarize(ev: np.ndarray, grid: int) -> dict:
         "split_main_us": stats([t["main"] for t in first + second]),
         "split_exchange_us": stats([t["exchange"] for t in first + second]),
         "split_end_us": stats([t["end"] for t in second]),
+        "share_prologue_us": stats([t["prologue"] for t in shares]),
+        "share_loop_us": stats([t["loop"] for t in shares]),
+        "share_exchange_us": stats([t["exchange"] for t in shares]),
+        "share_epilogue_us": stats([t["epilogue"] for t in shares]),
+        "share_end_us": stats([t["end"] for t in shares]),
         "end_us": stats(ends),
         "wg1_minus_wg0_tile_start_us": stats(skew_start),
         "wg1_minus_wg0_main_done_us": stats(skew_done),

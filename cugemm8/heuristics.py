@@ -233,20 +233,23 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
 # ----------------------------------------------------------------------------- decode-sized M
 # At M <= DECODE_M a GEMM reads its weights once and does little math: its time is the k-blocks each CTA
 # walks, each bounded by the larger of a latency (wait, MMA, promote) and the bytes the CTA loads for it,
-# plus, with split K, the exchange of partial sums. The constants are fitted to the H200 sweep (NOTES.md v17).
+# plus, with split K, the exchange of partial sums. The constants are fitted to the H200 decode sweep
+# (bench/results/v17: the model's picks are 1.04x the best measured configuration, geometric mean over
+# 60 shapes, 1.17x at worst; NOTES.md v17).
 DECODE_M = 128
-KB_LATENCY_US = 0.2           # one k-block of a CTA when its loads keep up
-SM_BYTES_PER_US = 50_000      # what one SM's loads sustain (L2 to shared memory) with every SM loading
+KB_LATENCY_US = 0.25           # one k-block of a CTA when its loads keep up
+SM_BYTES_PER_US = 35_000       # what one SM's loads sustain with most SMs loading (after an L2 flush)
 DRAM_BYTES_PER_US = 4_300_000  # the whole GPU (reads of A and B once)
-SPLIT_US = 0.6                # the exchange of a split tile (DSMEM round trip and the fixed-order sum)
+SPLIT_US = {1: 0.0, 2: 1.5, 4: 1.5, 8: 5.0}  # a split tile's exchange (DSMEM, the fixed-order sum, the wait
+                                             # for the slowest share), by split
 
 
 def cluster_capacity(split: int, num_sms: int) -> int:
     """CTAs of `split`-CTA clusters resident at once. Clusters are placed within a GPC, so above pairs
-    some SMs stay out (measured with cuOccupancyMaxActiveClusters on H100 and H200: NOTES.md v17)."""
-    if split <= 2:
-        return num_sms - num_sms % split
-    return num_sms - num_sms % 16
+    some SMs stay out: cuOccupancyMaxActiveClusters gives 120 of 132 SMs on an H200 for clusters of 4
+    and of 8 (scripts/cluster_capacity.py; NOTES.md v17); other SM counts are scaled from that."""
+    usable = num_sms if split <= 2 else num_sms * 120 // 132
+    return usable - usable % split
 
 
 def decode_cost(m: int, n: int, k: int, block_m: int, block_n: int, split: int, num_sms: int) -> float:
@@ -258,7 +261,7 @@ def decode_cost(m: int, n: int, k: int, block_m: int, block_n: int, split: int, 
     kb = ceil_div(ceil_div(k, BLOCK_K), split)
     rows = min(m, block_m)  # TMA fetches no rows past M
     loop = waves * kb * max(KB_LATENCY_US, (rows + block_n) * BLOCK_K / SM_BYTES_PER_US)
-    return max(loop, (m + n) * k / DRAM_BYTES_PER_US) + (waves * SPLIT_US if split > 1 else 0.0)
+    return max(loop, (m + n) * k / DRAM_BYTES_PER_US) + waves * SPLIT_US[split]
 
 
 def _decode_plan(m: int, n: int, k: int, num_sms: int) -> LaunchPlan:

@@ -127,7 +127,8 @@ def _max_cluster_grid(function, device: int, smem_bytes: int, threads: int, clus
     """CTAs of the clusters that can be resident at once. A persistent grid must not exceed it:
     a cluster waiting for SMs would start only when another finished, a whole tile sequence late."""
     launch = cu.CUlaunchConfig()
-    launch.gridDimX, launch.gridDimY, launch.gridDimZ = get_num_sms(device), 1, 1
+    sms = device_properties(device)["num_sms"]
+    launch.gridDimX, launch.gridDimY, launch.gridDimZ = max(sms - sms % cluster_dims, cluster_dims), 1, 1
     launch.blockDimX, launch.blockDimY, launch.blockDimZ = threads, 1, 1
     launch.sharedMemBytes = smem_bytes
     launch.numAttrs = 0   # the cluster size is compiled in (__cluster_dims__)

@@ -58,7 +58,7 @@ struct MathWarpgroups {
     template <bool kSplitTile, bool kWhole, class FetchNext>
     __device__ __forceinline__ void work_tile(Loop& loop, const Tile& t, FetchNext&& fetch_next, uint32_t& split_phase) {
         const uint32_t n0 = t.n_block * Cfg::kBlockN;
-        CG8_MARK(kTraceTile, (kSplitTile ? t.split << 30 : 0u) | (t.n_block << 16) | t.m_block);
+        CG8_MARK(kTraceTile, (kSplitTile ? t.split << 28 : 0u) | (t.n_block << 16) | t.m_block);
         loop.clear_sums();
 #pragma unroll 1
         for (uint32_t passes = kWhole ? 1u : t.passes; passes != 0; passes &= passes - 1) {

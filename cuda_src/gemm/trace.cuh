@@ -11,7 +11,7 @@ namespace cg8 {
 enum : uint32_t {
     kTraceStart = 1,      // kernel entry
     kTraceSetUp = 2,      // barriers initialized, (masked) tile totals known
-    kTraceTile = 10,      // math: a tile begins (info: its m/n block, split half)
+    kTraceTile = 10,      // math: a tile begins (info: its m/n block, split share in bits 28-31)
     kTraceMainDone = 11,  // math: its last k-block promoted
     kTraceStaged = 15,    // math: past the barrier after a pass's B scales were staged
     kTraceLoop = 14,      // math: its k-block loop begins (next tile's loads issued, contiguous)
