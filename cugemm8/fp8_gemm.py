@@ -32,7 +32,7 @@ def config_type(cfg: KernelConfig) -> str:
     """The GemmConfig (cuda_src/gemm/config.cuh) of one configuration, as a qualified C++ type."""
     params = ["cg8::" + _LAYOUTS[cfg.layout], cfg.n, cfg.k, cfg.num_groups, cfg.block_m, cfg.block_n, cfg.stages,
               cfg.num_math_wg, cfg.swizzle_d, cfg.raster_group, cfg.cluster, "true" if cfg.tail_split else "false",
-              cfg.record_slots, cfg.split_k]
+              cfg.record_slots, cfg.split_k, "true" if cfg.stream_b else "false"]
     return f"cg8::GemmConfig<{', '.join(map(str, params))}>"
 
 

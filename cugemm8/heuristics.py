@@ -40,6 +40,7 @@ class KernelConfig:
     tail_split: bool = False  # masked: a last wave that would leave half the SMs idle is split in k
                               # over CTA pairs (launched as clusters of 2)
     split_k: int = 1    # normal: every tile's k-blocks divided over a cluster of this many CTAs
+    stream_b: bool = False  # B's tiles loaded evict-first in L2 (read once: decode-sized M)
 
     @property
     def threads(self) -> int:

@@ -18,7 +18,7 @@ constexpr uint32_t kSlabRows = 64;   // rows of one wgmma (m64): a slab, the uni
 
 template <Layout kLayout_, uint32_t kShapeN_, uint32_t kShapeK_, uint32_t kNumGroups_, uint32_t kBlockM_,
           uint32_t kBlockN_, uint32_t kStages_, uint32_t kNumMathWG_, uint32_t kSwizzleD_, uint32_t kRasterGroup_,
-          uint32_t kMulticast_, bool kTailSplit_, uint32_t kRecordSlots_, uint32_t kSplitK_>
+          uint32_t kMulticast_, bool kTailSplit_, uint32_t kRecordSlots_, uint32_t kSplitK_, bool kStreamB_>
 struct GemmConfig {
     static constexpr Layout kLayout = kLayout_;
     static constexpr uint32_t kShapeN = kShapeN_;
@@ -40,6 +40,8 @@ struct GemmConfig {
     // Normal layout, few tiles (decode-sized M): every tile's k-blocks are divided over the kSplitK CTAs of
     // a cluster, which add their partial sums in rank order through distributed shared memory (split.cuh).
     static constexpr uint32_t kSplitK = kSplitK_;
+    // B's tiles are read once (decode-sized M): loaded evict-first in L2 (tma.cuh, NOTES.md v17).
+    static constexpr bool kStreamB = kStreamB_;
     // CTAs a split tile's k-blocks are divided over (1: tiles are not split).
     static constexpr uint32_t kSplits = kTailSplit ? 2 : kSplitK;
 
@@ -83,7 +85,7 @@ struct GemmConfig {
 };
 
 // A typical configuration, for compiling the headers on their own (tests/unit/test_codegen.py).
-using DefaultConfig = GemmConfig<Layout::kNormal, 4096, 7168, 1, 128, 128, 8, 2, 128, 8, 1, false, 0, 1>;
+using DefaultConfig = GemmConfig<Layout::kNormal, 4096, 7168, 1, 128, 128, 8, 2, 128, 8, 1, false, 0, 1, false>;
 
 // f(Const<I>{}), f(Const<I + 1>{}), ..., f(Const<N - 1>{}): a loop unrolled with compile-time indices.
 template <uint32_t V> struct Const { static constexpr uint32_t value = V; };

@@ -50,7 +50,11 @@ struct Producer {
                     tma_load_2d(sm.a + ring.stage * Smem::kStageA, &tmap_a, bar, int32_t(kb * kBlockK), a_row);
                     tma_load_2d(sm.sa + ring.stage * Cfg::kBlockM, &tmap_sa, bar, sa_col, sa_row0 + int32_t(kb));
                 }
-                tma_load_2d(sm.b + ring.stage * Smem::kStageB, &tmap_b, bar, int32_t(kb * kBlockK), b_row);
+                if constexpr (Cfg::kStreamB)
+                    tma_load_2d_hint(sm.b + ring.stage * Smem::kStageB, &tmap_b, bar, int32_t(kb * kBlockK), b_row,
+                                     l2_policy_evict_first());
+                else
+                    tma_load_2d(sm.b + ring.stage * Smem::kStageB, &tmap_b, bar, int32_t(kb * kBlockK), b_row);
                 ring.advance();
                 after_load();
             }

@@ -1,0 +1,66 @@
+"""A/B of the evict-first L2 policy on B's loads (KernelConfig.stream_b) at the heuristic's decode picks:
+
+    python -m benchmarks.stream_ab [--reps 20] [--out FILE]
+
+For each decode shape of the sweep (tune.DECODE) the picked configuration runs with and without the
+policy, timed by the sweep protocol (flushed, median) in alternating rounds; outputs must agree bitwise
+(the policy changes caching, not arithmetic)."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    import cupy
+
+    import cugemm8
+
+    from . import library
+    from .tune import DECODE, SweepTimer, compile_all, gpu_props, provenance, write
+
+    lib = library.current()
+    sms = cugemm8.get_num_sms()
+    pairs = {}
+    for m, n, k in DECODE:
+        cfg = lib.choose("normal", m, n, k, 1, sms).config
+        pairs[(m, n, k)] = (dataclasses.replace(cfg, stream_b=False), dataclasses.replace(cfg, stream_b=True))
+    compile_all({c for p in pairs.values() for c in p}, 16)
+    timer = SweepTimer(args.reps)
+    rows, ratios = [], []
+    for (m, n, k), (off, on) in pairs.items():
+        rng = cupy.random.default_rng(0)
+        a, sa = cugemm8.per_token_cast_to_fp8(rng.standard_normal((m, k), dtype=cupy.float32))
+        b, sb = cugemm8.per_block_cast_to_fp8(rng.standard_normal((n, k), dtype=cupy.float32))
+        sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
+        outs = [cupy.empty((m, n), dtype=cugemm8.api.BF16) for _ in range(2)]
+        calls = [lib.bind(c, a, sa, b, sb, o) for c, o in zip((off, on), outs)]
+        for c in calls:
+            c()
+        same = bool((outs[0].view(cupy.uint16) == outs[1].view(cupy.uint16)).all())
+        t = {"off": [], "on": []}
+        for _ in range(args.rounds):
+            t["off"].append(timer(calls[0]))
+            t["on"].append(timer(calls[1]))
+        us = {key: min(v) for key, v in t.items()}
+        ratios.append(us["on"] / us["off"])
+        rows.append({"m": m, "n": n, "k": k, "block_m": off.block_m, "block_n": off.block_n, "split_k": off.split_k,
+                     "us_off": us["off"], "us_on": us["on"], "same": same})
+        print(f"{m:4d} {n:6d} {k:6d} {off.block_m}x{off.block_n} s{off.split_k}: off {us['off']:6.2f} us  "
+              f"on {us['on']:6.2f} us  on/off {us['on'] / us['off']:.3f}{'' if same else '  OUTPUTS DIFFER'}",
+              flush=True)
+    g = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    print(f"geomean on/off {g:.3f} over {len(ratios)} shapes; min {min(ratios):.3f} max {max(ratios):.3f}")
+    write(args.out, {"gpu": gpu_props(), "info": {**provenance(), "reps": args.reps, "rounds": args.rounds},
+                     "geomean_on_over_off": g, "rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
