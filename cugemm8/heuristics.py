@@ -148,7 +148,8 @@ def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0, tail_spl
 
 
 def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, block_n: int,
-                cluster: int = 1, tail_split: bool | None = None, split_k: int = 1) -> KernelConfig:
+                cluster: int = 1, tail_split: bool | None = None, split_k: int = 1,
+                stream_b: bool = False) -> KernelConfig:
     """The configuration of one tile shape as the heuristic builds it (most stages that fit, one math
     warpgroup per 64-row tile, the widest output swizzle, the masked split where it pays, unless
     `tail_split` says otherwise): for the heuristic itself, and for sweeps and tools that name a tile."""
@@ -158,7 +159,7 @@ def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, bloc
                      record_slots_for(layout), split_k)
     return KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=block_m, block_n=block_n,
                         stages=stages, num_math_wg=1 if block_m == 64 else 2, swizzle_d=swizzle_for(block_n),
-                        cluster=cluster, tail_split=tail_split, split_k=split_k)
+                        cluster=cluster, tail_split=tail_split, split_k=split_k, stream_b=stream_b)
 
 
 def can_split_k(block_n: int, k: int, split_k: int) -> bool:
@@ -276,7 +277,9 @@ def _decode_plan(m: int, n: int, k: int, num_sms: int) -> LaunchPlan:
                 if split > cluster_capacity(split, num_sms):
                     continue
                 cost = decode_cost(m, n, k, bm, bn, split, num_sms)
-                config = make_config("normal", n, k, 1, bm, bn, split_k=split)
+                # B is read once: evict-first in L2 (0.97x the time, geometric mean over the sweep's 60
+                # shapes, 0.91x at 7168x16384: NOTES.md v17).
+                config = make_config("normal", n, k, 1, bm, bn, split_k=split, stream_b=True)
                 if config.stages < min(2, ceil_div(ceil_div(k, BLOCK_K), split)):
                     continue
                 tiles = ceil_div(m, bm) * ceil_div(n, bn)

@@ -32,6 +32,9 @@ def test_config_compiles_with_expected_sass(cfg, compiled):
     assert any(op.startswith("QGMMA.64x%dx32.F32.E4M3.E4M3" % cfg.block_n) for op in ops), "no FP8 wgmma"
     assert "USETMAXREG" in names, "setmaxnreg missing"
     assert "UTMALDG" in names, "TMA loads missing"
+    # Decode configurations load B with an L2 cache policy (evict-first); no other load carries one.
+    hinted = any("UTMALDG" in line and "desc[" in line for line in text.splitlines())
+    assert hinted == cfg.stream_b, "L2 cache policy on B's loads exactly where stream_b"
     # Split-K tiles store their column chunks by threads; every other kernel stores tiles by TMA.
     assert ("UTMASTG" in names) == (cfg.split_k == 1), "TMA stores"
     assert (cfg.cluster == 2) == any(op.startswith("UTMALDG.2D.MULTICAST") for op in ops), "multicast loads"

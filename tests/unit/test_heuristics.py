@@ -69,6 +69,7 @@ def test_decode_split_rules(m, n, k, sms):
         assert plan.grid % cfg.split_k == 0 and plan.grid <= heuristics.cluster_capacity(cfg.split_k, sms)
         assert cfg.cluster_dims == cfg.split_k and cfg.splits == cfg.split_k and not cfg.tail_split
     assert plan.grid >= 1 and cfg.stages >= 1
+    assert cfg.stream_b == (m <= heuristics.DECODE_M)  # decode: B read once, evict-first
     assert heuristics.choose("normal", 4 * heuristics.DECODE_M, n, k, 1, sms).config.split_k == 1
     for layout, groups in (("contiguous", 4), ("masked", 8)):
         assert heuristics.choose(layout, m, n, k, groups, sms).config.split_k == 1
