@@ -166,11 +166,23 @@ def graph_replay(env: Env, reps: int) -> dict:
     fns = {"graph": lambda: graph.launch(env.stream),
            "eager": lambda: [call(env.stream) for _ in range(GRAPH_CALLS)],
            "single": lambda: call(env.stream)}
+    if hasattr(cg, "set_pdl"):   # the same calls captured with programmatic dependent launch on
+        cg.set_pdl(True)
+        try:
+            graph_pdl = capture(stream, call, GRAPH_CALLS)
+        except Exception as exc:
+            res["pdl_capture_error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        else:
+            fns["graph_pdl"] = lambda: graph_pdl.launch(env.stream)
+        finally:
+            cg.set_pdl(False)
     for name, samples in env.timer.interleaved(fns, reps).items():
         per = 1 if name == "single" else GRAPH_CALLS
         res[name] = {**timed(samples), "per_call_s": statistics.median(s / per for s in samples)}
     res["graph_over_single"] = ratio(res["graph"]["per_call_s"], res["single"]["per_call_s"])
     res["graph_over_eager"] = ratio(res["graph"]["per_call_s"], res["eager"]["per_call_s"])
+    if "graph_pdl" in res:
+        res["graph_pdl_over_graph"] = ratio(res["graph_pdl"]["per_call_s"], res["graph"]["per_call_s"])
     return res
 
 
@@ -258,6 +270,8 @@ def print_tail(res: dict, env=None) -> None:
               f"{g['diff']:.1e}): {us(g['graph']['per_call_s']):.2f} µs/call replayed; launched from Python "
               f"{us(g['eager']['per_call_s']):.2f} µs/call; one flushed call {us(g['single']['per_call_s']):.2f} µs "
               "(no flush between the calls inside the graph)")
+        if "graph_pdl" in g:
+            print(f"CUDA graph with PDL: {us(g['graph_pdl']['per_call_s']):.2f} µs/call replayed")
     else:
         print(f"CUDA graph: {g.get('error')}")
     print(f"roofline fraction geomean (cugemm8): dense {fmt(s['roofline_geomean_dense'], '.2f', 0)} "

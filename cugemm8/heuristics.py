@@ -2,6 +2,7 @@
 pure (no GPU needed): the same (layout, M, N, K, groups, SMs) always gives the same answer."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -187,9 +188,6 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
         # available and tested.) The masked split needs CTA pairs.
         return make_config(layout, n, k, num_groups, bm, bn, tail_split=num_sms >= 2 and tail_split_for(layout, bn, k))
 
-    if layout == "normal" and m <= DECODE_M:
-        return _decode_plan(m, n, k, num_sms)
-
     if layout == "masked" and m > 64:
         # The rows per group are only expected, so the wave arithmetic below, exact for the dense GEMM,
         # turns into guesswork: a group with a few rows more than planned adds a block and can add a wave.
@@ -229,15 +227,25 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
             if best is None or score < best[0]:
                 best = (score, config, tiles)
     assert best is not None
-    return _plan(best[1], best[2], num_sms)
+    config, tiles = best[1], best[2]
+    if layout == "normal" and m <= DECODE_M:
+        # Decode-sized M: from a whole slab of rows (64), a wave rule's tile that fills the GPU with tiles at
+        # least 32 wide stays (it measured as fast as any split there, where the decode model's pick lost
+        # up to 17%); otherwise the decode model picks tile and split K. Either way B is read once:
+        # evict-first in L2 (0.97x the time, geometric mean over the sweep's 60 shapes, 0.91x at
+        # 7168x16384: NOTES.md v17).
+        if m >= 64 and FULL_WAVE * num_sms <= tiles <= num_sms and config.block_n >= 32:
+            return _plan(dataclasses.replace(config, stream_b=True), tiles, num_sms)
+        return _decode_plan(m, n, k, num_sms)
+    return _plan(config, tiles, num_sms)
 
 
 # ----------------------------------------------------------------------------- decode-sized M
 # At M <= DECODE_M a GEMM reads its weights once and does little math: its time is the k-blocks each CTA
 # walks, each bounded by the larger of a latency (wait, MMA, promote) and the bytes the CTA loads for it,
 # plus, with split K, the exchange of partial sums. The constants are fitted to the H200 decode sweep
-# (bench/results/v17: the model's picks are 1.04x the best measured configuration, geometric mean over
-# 60 shapes, 1.17x at worst; NOTES.md v17).
+# (bench/results/v17: the picks are 1.03x the best measured configuration, geometric mean over
+# 60 shapes, 1.18x at worst; NOTES.md v17).
 DECODE_M = 128
 KB_LATENCY_US = 0.25           # one k-block of a CTA when its loads keep up
 SM_BYTES_PER_US = 35_000       # what one SM's loads sustain with most SMs loading (after an L2 flush)
@@ -277,8 +285,6 @@ def _decode_plan(m: int, n: int, k: int, num_sms: int) -> LaunchPlan:
                 if split > cluster_capacity(split, num_sms):
                     continue
                 cost = decode_cost(m, n, k, bm, bn, split, num_sms)
-                # B is read once: evict-first in L2 (0.97x the time, geometric mean over the sweep's 60
-                # shapes, 0.91x at 7168x16384: NOTES.md v17).
                 config = make_config("normal", n, k, 1, bm, bn, split_k=split, stream_b=True)
                 if config.stages < min(2, ceil_div(ceil_div(k, BLOCK_K), split)):
                     continue

@@ -25,7 +25,7 @@ SPLIT_EXPLICIT = [heuristics.make_config("masked", bn, k, 3, bm, bn, tail_split=
 # (tests/gpu/test_dense.py::test_split_k).
 SPLIT_K_EXPLICIT = [heuristics.make_config("normal", n, k, 1, bm, bn, split_k=split)
                     for bm, bn, n, k, split in ((64, 64, 200, 1040, 2), (64, 128, 520, 1808, 4), (64, 64, 1000, 7168, 8),
-                                                (128, 32, 96, 528, 4), (64, 16, 8, 256, 2), (128, 192, 300, 3008, 8))]
+                                                (128, 32, 96, 528, 4), (64, 16, 8, 256, 2), (128, 192, 304, 3008, 8))]
 
 
 def picked_configs():

@@ -13,7 +13,7 @@ def test_summarize_phases_of_a_split_pair():
             ev[role, cta, i] = e
 
     def half(h):
-        return h << 30
+        return h << 28
     # CTA 0: one normal tile (1.0-4.5 us), then the first half of a split tile; CTA 1 likewise, second half.
     log(0, 0, [(tt.START, 0, 0, 0), (tt.SET_UP, 0, 500, 1000), (tt.TILE, 0, 1000, 2000), (tt.STAGED, 0, 1200, 0),
                (tt.LOOP, 0, 1300, 0), (tt.MAIN_DONE, 0, 4000, 0), (tt.STORED, 0, 4500, 0),
