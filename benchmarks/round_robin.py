@@ -24,16 +24,24 @@ import time
 
 from . import library
 from .protocol import Timer, paired
-from .shapes import MASKED_MAX_M, QUICK_SHAPES, TABLES, Shape, contiguous_m_indices, draw_masked_m, geomean
+from .shapes import (DECODE_DENSE_SHAPES, DECODE_NARROW_SHAPES, DECODE_QUICK, MASKED_MAX_M, QUICK_SHAPES, TABLES,
+                     Shape, contiguous_m_indices, draw_masked_m, geomean)
 
 BASE_ALIAS = "cugemm8_base"
 VARIANTS = ("base", "cur", "base_aa")
-SECTIONS = ("dense", "contiguous", "masked")
+SECTIONS = ("dense", "contiguous", "masked", "decode")   # decode: the dense and narrow decode shapes (M <= 128)
+DEFAULT_SECTIONS = ("dense", "contiguous", "masked")
 
 
 # ----------------------------------------------------------------------------- pure parts
-def cases(sections=SECTIONS, quick: bool = False) -> list[Shape]:
-    return [s for sec in sections for s in (QUICK_SHAPES[sec] if quick else TABLES[sec])]
+def section_shapes(section: str, quick: bool) -> tuple[Shape, ...]:
+    if section == "decode":
+        return DECODE_QUICK["dense"] + DECODE_QUICK["narrow"] if quick else DECODE_DENSE_SHAPES + DECODE_NARROW_SHAPES
+    return QUICK_SHAPES[section] if quick else TABLES[section]
+
+
+def cases(sections=DEFAULT_SECTIONS, quick: bool = False) -> list[Shape]:
+    return [s for sec in sections for s in section_shapes(sec, quick)]
 
 
 def problem(shape: Shape, align: int) -> tuple:
@@ -120,7 +128,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", required=True, help="folder holding the other checkout's cugemm8/ and cuda_src/")
     ap.add_argument("--rounds", type=int, default=20, help="rounds (samples per case and variant)")
-    ap.add_argument("--sections", default=",".join(SECTIONS))
+    ap.add_argument("--sections", default=",".join(DEFAULT_SECTIONS))
     ap.add_argument("--quick", action="store_true", help="the benchmark's quick subset of shapes")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
