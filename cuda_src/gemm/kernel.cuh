@@ -47,15 +47,13 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
     grid_dependency_wait();
     Tiles::load_layout(layout, sm.words, m);
     // With multicast, or a split tile's exchange, the peer CTAs arrive on our barriers (and write into our
-    // shared memory): they must see them initialized first. Multicast loads from the first stage on, so
-    // all wait here; a split tile's exchange begins with one thread's arrivals on the peers' `ready`,
-    // and only that thread waits, just before them (split.cuh), off the loads' path. (The relaxed
-    // cluster barrier orders no memory: __syncthreads publishes the layout words.)
+    // shared memory): they must see them initialized first. (The relaxed cluster barrier orders no
+    // memory: __syncthreads publishes the layout words.)
     if constexpr (Cfg::kMulticast > 1) {
         cluster_sync();
     } else {
         __syncthreads();
-        if constexpr (Cfg::kSplits > 1) cluster_arrive_relaxed();
+        if constexpr (Cfg::kSplits > 1) cluster_sync_relaxed();
     }
     Tiles::finish_layout(sm.words);
     const uint32_t cta_rank = Cfg::kClusterDims > 1 ? cluster_ctarank() : 0;

@@ -33,21 +33,21 @@ struct MathWarpgroups {
         float acc[2][Loop::kFrag];  // the second set only where kAccSets == 2
         float sum[Cfg::kSlabsPerWG][Loop::kFrag];
         Loop loop(sm, ring, acc, sum, wg, tid, warp, lane);
-        uint32_t split_tiles = 0;  // this CTA's split tiles so far (their exchange barriers' phase)
+        uint32_t split_phase = 0;  // the parity of this CTA's split tiles so far (their exchange barriers)
         if constexpr (Tiles::kFetchEarly) {
             bool more = tiles.next(t);
             while (more) {
                 tiles.template decode<true>(t);
                 auto fetch_next = [&] { more = tiles.next(next_t); };  // its loads overlap the main loop
                 // (The reduction makes the branch warp-uniform to ptxas: see `slabs` in work_tile.)
-                if (__reduce_or_sync(~0u, t.whole() ? 1u : 0u)) work_tile<false, true>(loop, t, fetch_next, split_tiles);
-                else work_tile<false, false>(loop, t, fetch_next, split_tiles);
+                if (__reduce_or_sync(~0u, t.whole() ? 1u : 0u)) work_tile<false, true>(loop, t, fetch_next, split_phase);
+                else work_tile<false, false>(loop, t, fetch_next, split_phase);
                 t = next_t;
             }
         } else {
-            while (tiles.next(t)) work_tile<(Cfg::kSplitK > 1), true>(loop, t, [] {}, split_tiles);
+            while (tiles.next(t)) work_tile<(Cfg::kSplitK > 1), true>(loop, t, [] {}, split_phase);
             if constexpr (Cfg::kTailSplit)
-                if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_tiles);
+                if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_phase);
         }
         if (loop.store_thread) bulk_wait_group0();
     }
@@ -56,7 +56,7 @@ struct MathWarpgroups {
     // the first pass's staging barrier, or before the epilogue of a tile without passes.
     // kSplitTile: a split tile (split K, or a tail() tile); kWhole: t.whole(), one pass of every slab.
     template <bool kSplitTile, bool kWhole, class FetchNext>
-    __device__ __forceinline__ void work_tile(Loop& loop, const Tile& t, FetchNext&& fetch_next, uint32_t& split_tiles) {
+    __device__ __forceinline__ void work_tile(Loop& loop, const Tile& t, FetchNext&& fetch_next, uint32_t& split_phase) {
         const uint32_t n0 = t.n_block * Cfg::kBlockN;
         CG8_MARK(kTraceTile, (kSplitTile ? t.split << 28 : 0u) | (t.n_block << 16) | t.m_block);
         loop.clear_sums();
@@ -71,7 +71,7 @@ struct MathWarpgroups {
             const uint32_t boundary = 128 - n0 % 128;  // tile columns below this use B's scale row n0 / 128
             stage_b_scales<kSplitTile>(first_pass, group, n0, loop.store_thread);
             CG8_MARK(kTraceStaged);
-            if constexpr (kSplitTile) Split::signal_ready(sm.split_ready, sm.split_received, t.split - 1, split_tiles == 0);
+            if constexpr (kSplitTile) Split::signal_ready(sm.split_ready, sm.split_received, t.split - 1);
             if (first_pass) fetch_next();
             CG8_MARK(kTraceLoop);
             const uint32_t kb_begin = kSplitTile ? t.kb_begin() : 0u;
@@ -91,8 +91,8 @@ struct MathWarpgroups {
         if constexpr (RingWalk<Cfg>::kAlignStages && !kWhole) loop.realign();
         CG8_MARK(kTraceMainDone);
         if constexpr (kSplitTile) {
-            Split::exchange(loop, sm.split_ready, sm.split_received, t.split - 1, split_tiles & 1);
-            ++split_tiles;
+            Split::exchange(loop, sm.split_ready, sm.split_received, t.split - 1, split_phase);
+            split_phase ^= 1;
             CG8_MARK(kTraceExchanged);
         }
         if (!kWhole && t.passes == 0) fetch_next();

@@ -31,13 +31,9 @@ struct SplitExchange {
         if (store_thread) bulk_wait_group_read0();
     }
 
-    // After the staging barrier: the bytes to expect, then tell every peer it may send. Before this CTA's
-    // first split tile, the peers' barriers must be initialized: the wait half of the set-up's cluster
-    // barrier (kernel.cuh). Every other remote access follows a peer's arrival on `ready`, made after it.
-    __device__ __forceinline__ static void signal_ready(uint64_t* ready, uint64_t* received, uint32_t rank,
-                                                        bool first) {
+    // After the staging barrier: the bytes to expect, then tell every peer it may send.
+    __device__ __forceinline__ static void signal_ready(uint64_t* ready, uint64_t* received, uint32_t rank) {
         if (threadIdx.x == 0) {
-            if (first) cluster_wait();
             mbar_arrive_expect_tx(received, kInboxBytes);
 #pragma unroll
             for (uint32_t peer = 0; peer < kSplits; ++peer)

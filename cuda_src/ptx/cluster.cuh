@@ -15,13 +15,11 @@ __device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
-// The two halves of a cluster barrier whose arrival orders nothing (no GPU-wide memory barrier): enough
-// to publish barrier initialization, which fence_barrier_init orders on its own. Every thread arrives
-// once; only the threads about to touch another CTA's barriers wait, so the others go on at once.
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+// As cluster_sync, but the arrival orders nothing (no GPU-wide memory barrier): enough to publish barrier
+// initialization, which fence_barrier_init orders on its own.
+__device__ __forceinline__ void cluster_sync_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
 }
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait;" ::: "memory"); }
 
 // The address of shared-memory location `addr` (this CTA's) in CTA `cta` of this cluster.
 __device__ __forceinline__ uint32_t map_shared_rank(uint32_t addr, uint32_t cta) {
