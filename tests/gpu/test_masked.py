@@ -44,8 +44,9 @@ def test_masked_cuda_graph_replay_reads_masked_m_on_device():
         cugemm8.m_grouped_matmul_masked(a, sa_aligned, b, sb, mm, 128, out=out)
         graph = stream.end_capture()
     for masked in ([10, 0, 200, 64], [256, 5, 0, 129]):
-        mm[...] = cupy.asarray(np.array(masked, dtype=np.int32))
-        out.fill(0)
+        with stream:  # the new counts and the cleared output, ordered before the replay on its stream
+            mm[...] = cupy.asarray(np.array(masked, dtype=np.int32))
+            out.fill(0)
         graph.launch(stream)
         stream.synchronize()
         for g, r in enumerate(masked):
