@@ -234,6 +234,20 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
         # up to 17%); otherwise the decode model picks tile and split K. Either way B is read once:
         # evict-first in L2 (0.97x the time, geometric mean over the sweep's 60 shapes, 0.91x at
         # 7168x16384: NOTES.md v17).
+        if m > 64 and ceil_div(k, BLOCK_K) >= 32:
+            # Over 64 rows and deep K: 128-row tiles (two math warpgroups) split over pairs, at the narrowest
+            # tile whose pairs fit on the SMs and fill them, measured best at all three such shapes of the
+            # sweep (2112x7168: 11.8 against 14.0 us; NOTES.md v17), where the decode model misjudges
+            # 128-row tiles.
+            pairs = cluster_capacity(2, num_sms)
+            for bn in block_n_candidates(128):
+                tiles2 = ceil_div(m, 128) * ceil_div(n, bn)
+                if bn % 32 or 2 * tiles2 > pairs or not can_split_k(bn, k, 2):
+                    continue
+                pair_config = make_config("normal", n, k, 1, 128, bn, split_k=2, stream_b=True)
+                if 2 * tiles2 >= FULL_WAVE * pairs and pair_config.stages >= 2:
+                    return _plan(pair_config, tiles2, num_sms)
+                break  # the narrowest that fits leaves SMs idle: wider ones would leave more
         if m >= 64 and FULL_WAVE * num_sms <= tiles <= num_sms and config.block_n >= 32:
             return _plan(dataclasses.replace(config, stream_b=True), tiles, num_sms)
         return _decode_plan(m, n, k, num_sms)
