@@ -258,8 +258,8 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
 # At M <= DECODE_M a GEMM reads its weights once and does little math: its time is the k-blocks each CTA
 # walks, each bounded by the larger of a latency (wait, MMA, promote) and the bytes the CTA loads for it,
 # plus, with split K, the exchange of partial sums. The constants are fitted to the H200 decode sweep
-# (bench/results/v17: with the rules in choose(), the picks are 1.025x the best measured configuration, geometric mean over
-# 60 shapes, 1.11x at worst; NOTES.md v17).
+# (bench/results/v17: with the rules in choose(), the picks are 1.025x the best measured configuration,
+# geometric mean over 60 shapes, 1.11x at worst; NOTES.md v17).
 DECODE_M = 128
 KB_LATENCY_US = 0.25           # one k-block of a CTA when its loads keep up
 SM_BYTES_PER_US = 35_000       # what one SM's loads sustain with most SMs loading (after an L2 flush)
