@@ -40,7 +40,8 @@ def catalog() -> list:
 def config_id(c) -> str:
     return (f"{c.layout}-n{c.n}-k{c.k}-g{c.num_groups}-{c.block_m}x{c.block_n}-s{c.stages}-wg{c.num_math_wg}"
             f"-sw{c.swizzle_d}-c{c.cluster}-t{int(c.tail_split)}"
-            + (f"-k{c.split_k}" if getattr(c, "split_k", 1) > 1 else "") + ("-ef" if getattr(c, "stream_b", False) else ""))
+            + (f"-k{c.split_k}" if getattr(c, "split_k", 1) > 1 else "")
+            + ("-ef" if getattr(c, "stream_b", False) else ""))
 
 
 def main_loops(listing: str) -> list[int]:
