@@ -229,28 +229,7 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
     assert best is not None
     config, tiles = best[1], best[2]
     if layout == "normal" and m <= DECODE_M:
-        # Decode-sized M: from a whole slab of rows (64), a wave rule's tile that fills the GPU with tiles at
-        # least 32 wide stays (it measured as fast as any split there, where the decode model's pick lost
-        # up to 17%); otherwise the decode model picks tile and split K. Either way B is read once:
-        # evict-first in L2 (0.97x the time, geometric mean over the sweep's 60 shapes, 0.91x at
-        # 7168x16384: NOTES.md v17).
-        if m > 64 and ceil_div(k, BLOCK_K) >= 32:
-            # Over 64 rows and deep K: 128-row tiles (two math warpgroups) split over pairs, at the narrowest
-            # tile whose pairs fit on the SMs and fill them, measured best at all three such shapes of the
-            # sweep (2112x7168: 11.8 against 14.0 us; NOTES.md v17), where the decode model misjudges
-            # 128-row tiles.
-            pairs = cluster_capacity(2, num_sms)
-            for bn in block_n_candidates(128):
-                tiles2 = ceil_div(m, 128) * ceil_div(n, bn)
-                if bn % 32 or 2 * tiles2 > pairs or not can_split_k(bn, k, 2):
-                    continue
-                pair_config = make_config("normal", n, k, 1, 128, bn, split_k=2, stream_b=True)
-                if 2 * tiles2 >= FULL_WAVE * pairs and pair_config.stages >= 2:
-                    return _plan(pair_config, tiles2, num_sms)
-                break  # the narrowest that fits leaves SMs idle: wider ones would leave more
-        if m >= 64 and FULL_WAVE * num_sms <= tiles <= num_sms and config.block_n >= 32:
-            return _plan(dataclasses.replace(config, stream_b=True), tiles, num_sms)
-        return _decode_plan(m, n, k, num_sms)
+        return _decode_plan(m, n, k, num_sms, config, tiles)
     return _plan(config, tiles, num_sms)
 
 
@@ -288,15 +267,38 @@ def decode_cost(m: int, n: int, k: int, block_m: int, block_n: int, split: int, 
     return max(loop, (m + n) * k / DRAM_BYTES_PER_US) + waves * SPLIT_US[split]
 
 
-def _decode_plan(m: int, n: int, k: int, num_sms: int) -> LaunchPlan:
+def _decode_plan(m: int, n: int, k: int, num_sms: int, wave_config: KernelConfig,
+                 wave_tiles: int) -> LaunchPlan:
+    """Decode-sized M: three rules in order, each measured on the H200 sweep (NOTES.md v17). B is read once,
+    so every pick loads it evict-first in L2 (0.97x the time, geometric mean over the sweep's 60 shapes).
+    1. Over 64 rows and deep K (32 k-blocks or more): 128-row tiles split over pairs, at the narrowest tile
+       whose pairs fit on the SMs, if they fill them. The sweep's best at its three such shapes, where the
+       model misjudges 128-row tiles (128x2112x7168: 11.8 against 14.0 us).
+    2. From 64 rows: the wave rule's tile (`wave_config`), if it fills the GPU with tiles at least 32 wide.
+       As fast as any split there, where the model's picks lost up to 17%.
+    3. Otherwise the decode model's cheapest tile and split (decode_cost)."""
+    if m > 64 and ceil_div(k, BLOCK_K) >= 32:
+        pairs = cluster_capacity(2, num_sms)
+        for bn in block_n_candidates(128):
+            tiles = ceil_div(m, 128) * ceil_div(n, bn)
+            if bn % 32 or 2 * tiles > pairs or not can_split_k(bn, k, 2):
+                continue
+            config = make_config("normal", n, k, 1, 128, bn, split_k=2, stream_b=True)
+            if 2 * tiles >= FULL_WAVE * pairs and config.stages >= 2:
+                return _plan(config, tiles, num_sms)
+            break  # the narrowest tile that fits leaves SMs idle: wider ones would leave more
+    if m >= 64 and FULL_WAVE * num_sms <= wave_tiles <= num_sms and wave_config.block_n >= 32:
+        return _plan(dataclasses.replace(wave_config, stream_b=True), wave_tiles, num_sms)
+    return _model_plan(m, n, k, num_sms)
+
+
+def _model_plan(m: int, n: int, k: int, num_sms: int) -> LaunchPlan:
     """The decode model's cheapest tile shape and split K (ties: less split, then fewer CTAs, wider tiles)."""
     best = None
     for bm in (64, 128) if m > 64 else (64,):
         for bn in block_n_candidates(bm):
             for split in (1, 2, 4, 8):
-                if not can_split_k(bn, k, split):
-                    continue
-                if split > cluster_capacity(split, num_sms):
+                if not can_split_k(bn, k, split) or split > cluster_capacity(split, num_sms):
                     continue
                 cost = decode_cost(m, n, k, bm, bn, split, num_sms)
                 config = make_config("normal", n, k, 1, bm, bn, split_k=split, stream_b=True)
