@@ -14,7 +14,8 @@
 //                            lacks one emits no code for it: NOTES.md v16)
 //   kSmemWordBytes, kRingBarriers   its shared memory: layout words and barriers (smem.cuh)
 //   init_barriers, load_layout, finish_layout   its part of the kernel's set-up
-//   next(t), tail(t)         the next tile of this CTA; its share of a split tile (masked kTailSplit)
+//   next(t), tail(t)         the next tile of this CTA (with split K, t.split names its share); its share
+//                            of a split last-wave tile (masked kTailSplit)
 //   decode<kMath>(t)         the tile's passes once its turn comes (contiguous)
 //   run_record_warp(...)     the producer warpgroup's second warp (contiguous)
 //   a_row, sa_row, pass_group, active_slabs, slab_idle, zero_rows, store_by_threads
