@@ -102,3 +102,12 @@ def test_heuristic_against_measured_sweep():
         assert mine <= 1.1 * best, (r["m"], r["n"], r["k"], cfg, mine, best)
         losses.append(math.log(mine / best))
     assert math.exp(sum(losses) / len(losses)) <= 1.03
+
+
+def test_masked_decode_streams_b_when_its_weights_are_small():
+    """Masked decode loads B evict-first while the groups' weights stay small (NOTES.md v17)."""
+    assert heuristics.choose("masked", 1, 4096, 7168, 8, 132).config.stream_b
+    assert heuristics.choose("masked", 32, 7168, 2048, 8, 132).config.stream_b
+    assert not heuristics.choose("masked", 4, 4096, 7168, 32, 132).config.stream_b    # 0.94 GB of weights
+    assert not heuristics.choose("masked", 512, 4096, 7168, 2, 132).config.stream_b   # not decode-sized
+    assert not heuristics.choose("contiguous", 64, 4096, 7168, 8, 132).config.stream_b
