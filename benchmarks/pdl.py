@@ -21,14 +21,11 @@ def chain(calls: int, dependent: bool):
 
     import cugemm8
 
+    from .tune import dense_inputs
+
     rng = cupy.random.default_rng(0)
     shapes = ((64, 2112, 7168), (64, 7168, 2112))
-    ops = []
-    for m, n, k in shapes:
-        a, sa = cugemm8.per_token_cast_to_fp8(rng.standard_normal((m, k), dtype=cupy.float32))
-        b, sb = cugemm8.per_block_cast_to_fp8(rng.standard_normal((n, k), dtype=cupy.float32))
-        sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
-        ops.append((a, sa, b, sb, cupy.empty((m, n), dtype=cugemm8.api.BF16)))
+    ops = [(*dense_inputs(m, n, k, rng), cupy.empty((m, n), dtype=cugemm8.api.BF16)) for m, n, k in shapes]
     touch = cupy.ElementwiseKernel("float32 x", "float32 y", "y = x", "cugemm8_touch_scales")
 
     def run():

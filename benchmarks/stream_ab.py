@@ -26,7 +26,7 @@ def main(argv=None) -> int:
 
     from . import library
     from .shapes import DECODE_MASKED_SHAPES, decode_masked_m, decode_max_m
-    from .tune import DECODE, SweepTimer, compile_all, gpu_props, provenance, write
+    from .tune import DECODE, SweepTimer, compile_all, dense_inputs, gpu_props, provenance, write
 
     lib = library.current()
     sms = cugemm8.get_num_sms()
@@ -50,12 +50,11 @@ def main(argv=None) -> int:
             sb = cupy.empty((g, -(-n // 128), -(-k // 128)), dtype=cupy.float32)
             for i in range(g):
                 b[i], sb[i] = cugemm8.per_block_cast_to_fp8(rng.standard_normal((n, k), dtype=cupy.float32))
+            sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
             out_shape = (g, max_m, n)
         else:
-            a, sa = cugemm8.per_token_cast_to_fp8(rng.standard_normal((m, k), dtype=cupy.float32))
-            b, sb = cugemm8.per_block_cast_to_fp8(rng.standard_normal((n, k), dtype=cupy.float32))
+            a, sa, b, sb = dense_inputs(m, n, k, rng)
             out_shape = (m, n)
-        sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
         outs = [cupy.zeros(out_shape, dtype=cugemm8.api.BF16) for _ in range(2)]
         calls = [lib.bind(c, a, sa, b, sb, o, layout=layout) for c, o in zip((off, on), outs)]
         for c in calls:

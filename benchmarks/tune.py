@@ -165,16 +165,26 @@ def decode_candidates(m: int, n: int, k: int) -> list:
     return out
 
 
+def dense_inputs(m: int, n: int, k: int, rng=None) -> tuple:
+    """(a, a_scale in the kernel's layout, b, b_scale): random-normal operands quantized on the GPU (the
+    sweeps' and A/B tools' inputs; rng defaults to a fresh one seeded 0)."""
+    import cupy
+
+    import cugemm8
+
+    rng = cupy.random.default_rng(0) if rng is None else rng
+    a, sa = cugemm8.per_token_cast_to_fp8(rng.standard_normal((m, k), dtype=cupy.float32))
+    b, sb = cugemm8.per_block_cast_to_fp8(rng.standard_normal((n, k), dtype=cupy.float32))
+    return a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb
+
+
 def dense_shape(m, n, k, cands, timer: SweepTimer, sms: int) -> dict:
     import cupy
 
     import cugemm8
 
     lib = library.current()
-    rng = cupy.random.default_rng(0)
-    a, sa = cugemm8.per_token_cast_to_fp8(rng.standard_normal((m, k), dtype=cupy.float32))
-    b, sb = cugemm8.per_block_cast_to_fp8(rng.standard_normal((n, k), dtype=cupy.float32))
-    sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
+    a, sa, b, sb = dense_inputs(m, n, k)
     out = cupy.empty((m, n), dtype=cugemm8.api.BF16)
     ref = cugemm8.matmul(a, sa, b, sb).astype(cupy.float32)
     pick = lib.choose("normal", m, n, k, 1, sms)

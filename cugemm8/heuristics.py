@@ -55,7 +55,7 @@ class KernelConfig:
     @property
     def cluster_dims(self) -> int:
         """CTAs per cluster as launched (the grid is a multiple of it)."""
-        return 2 if self.tail_split else max(self.split_k, self.cluster)
+        return max(self.splits, self.cluster)
 
     @property
     def splits(self) -> int:
@@ -111,9 +111,8 @@ def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: i
 
 
 def can_split_tail(block_n: int, k: int) -> bool:
-    """What the kernel's split last wave needs: two halves of k-blocks, and column halves of whole
-    8-column fragments (each CTA of the pair stores one)."""
-    return ceil_div(k, BLOCK_K) >= 2 and block_n % 16 == 0
+    """What the kernel's split last wave needs: what any split tile needs (can_split_k), over a pair."""
+    return can_split_k(block_n, k, 2)
 
 
 def tail_split_for(layout: str, block_n: int, k: int) -> bool:

@@ -150,6 +150,16 @@ def test_cpu_set_num_sms(fake_device, bad, exc, case_counter):
     assert runtime.get_num_sms(0) == 7, "a refused value must not change the setting"
 
 
+@pytest.mark.parametrize("bad", [1, 0, None, "yes", 1.0], ids=repr)
+def test_cpu_set_pdl(bad, case_counter):
+    case_counter["cpu set_pdl"] += 1
+    assert cugemm8.get_pdl() is False
+    with pytest.raises(TypeError) as caught:
+        cugemm8.set_pdl(bad)
+    assert_names(caught.value, {"enabled"})
+    assert cugemm8.get_pdl() is False, "a refused value must not change the setting"
+
+
 def test_cpu_fault_generator_controls():
     """The generator's building blocks: a valid case passes, and every fault kind is reachable."""
     case = Case("masked", 70, 136, 272, 3, 0, {}, "aligned")
