@@ -129,6 +129,16 @@ def get_kernel(cfg: KernelConfig, device: int, ffma: FfmaSpec = None) -> LoadedK
 
 
 # ----------------------------------------------------------------------------- arguments and launch
+def box_rows_a(cfg: KernelConfig, rows: int) -> int:
+    """Rows of A's TMA box, and (rounded up to 4, TMA's 16 bytes) of its scales' box; the kernel expects the
+    same bytes per stage (TilePolicy::rows_a_landing in cuda_src/gemm/policy_*.cuh). The normal layout's tiles
+    of up to 128 rows load at most M rows, so a GEMM with fewer rows than a tile reads no rows past A's end
+    (NOTES.md v18); a multicast pair loads half a tile each."""
+    if cfg.cluster > 1:
+        return cfg.block_m // cfg.cluster
+    return min(rows, cfg.block_m) if cfg.layout == "normal" and cfg.block_m <= 128 else cfg.block_m
+
+
 def tensor_maps(cfg: KernelConfig, rows: int, a_ld: int, b_ld: int, sa_ld: int, d_ld: int,
                 ptrs: tuple[int, int, int, int]) -> tuple:
     """The kernel's 4 tensor maps (A, B, A's scales, D) for `rows` rows of A and D and these leading
@@ -141,14 +151,13 @@ def tensor_maps(cfg: KernelConfig, rows: int, a_ld: int, b_ld: int, sa_ld: int, 
     sa_outer = kb * groups if cfg.layout == "masked" else kb
     sa_inner = rows
     atom_cols = cfg.swizzle_d // 2 if cfg.swizzle_d else cfg.block_n
+    box_a = box_rows_a(cfg, rows)
     return (
-        # With multicast each CTA of a pair loads half of the A tile (and of its scales).
-        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[0], cfg.k, a_rows, a_ld, BLOCK_K,
-                          cfg.block_m // cfg.cluster, 128),
+        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[0], cfg.k, a_rows, a_ld, BLOCK_K, box_a, 128),
         runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[1], cfg.k, cfg.n * groups, b_ld, BLOCK_K,
                           cfg.block_n, 128),
         runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, ptrs[2], sa_inner, sa_outer, sa_ld * 4,
-                          cfg.block_m // cfg.cluster, 1, 0),
+                          -(-box_a // 4) * 4, 1, 0),
         runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, ptrs[3], cfg.n, a_rows, d_ld * 2, atom_cols,
                           min(cfg.block_m, a_rows), cfg.swizzle_d),
     )

@@ -239,15 +239,15 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
 # ----------------------------------------------------------------------------- decode-sized M
 # At M <= DECODE_M a GEMM reads its weights once and does little math: its time is the k-blocks each CTA
 # walks, each bounded by the larger of a latency (wait, MMA, promote) and the bytes the CTA loads for it,
-# plus, with split K, the exchange of partial sums. The constants are fitted to the H200 decode sweep
-# (bench/results/v17: with the rules in choose(), the picks are 1.025x the best measured configuration,
-# geometric mean over 60 shapes, 1.11x at worst; NOTES.md v17).
+# plus, with split K, the exchange of partial sums. The constants are fitted to the H200 decode sweep of
+# the kernel that loads at most M rows of A (bench/results/v18: with the rules in choose(), the picks are
+# 1.013x the best measured configuration, geometric mean over 60 shapes, 1.08x at worst; NOTES.md v18).
 DECODE_M = 128
 MASKED_STREAM_B_BYTES = 256 << 20  # masked decode: B evict-first up to this many bytes of weights in all
-KB_LATENCY_US = 0.25           # one k-block of a CTA when its loads keep up
+KB_LATENCY_US = 0.15           # one k-block of a CTA when its loads keep up
 SM_BYTES_PER_US = 35_000       # what one SM's loads sustain with most SMs loading (after an L2 flush)
 DRAM_BYTES_PER_US = 4_300_000  # the whole GPU (reads of A and B once)
-SPLIT_US = {1: 0.0, 2: 1.5, 4: 1.5, 8: 5.0}  # a split tile's exchange (DSMEM, the fixed-order sum, the wait
+SPLIT_US = {1: 0.0, 2: 2.0, 4: 2.0, 8: 5.0}  # a split tile's exchange (DSMEM, the fixed-order sum, the wait
                                              # for the slowest share), by split
 
 
@@ -301,6 +301,8 @@ def _model_plan(m: int, n: int, k: int, num_sms: int) -> LaunchPlan:
     best = None
     for bm in (64, 128) if m > 64 else (64,):
         for bn in block_n_candidates(bm):
+            if bn < 32:
+                continue  # 16-wide wgmmas are too short to hide their issue and wait (choose()'s rule 5)
             for split in (1, 2, 4, 8):
                 if not can_split_k(bn, k, split) or split > cluster_capacity(split, num_sms):
                     continue

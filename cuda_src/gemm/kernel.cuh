@@ -68,7 +68,8 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
     RingPosition<Cfg> ring;
     if (wg == Cfg::kNumMathWG) {
         setmaxnreg_dec<40>();
-        Producer<Cfg>{tmap_a, tmap_b, tmap_sa, sm, tiles, ring, cta_rank}.run(tid, warp, lane);
+        const uint32_t tx_bytes = SmemLayout<Cfg>::stage_tx_bytes(Tiles::rows_a_landing(m));
+        Producer<Cfg>{tmap_a, tmap_b, tmap_sa, sm, tiles, ring, cta_rank, tx_bytes}.run(tid, warp, lane);
     } else {
         setmaxnreg_inc<Cfg::kNumMathWG == 1 ? 240 : 232>();
         MathWarpgroups<Cfg>{tmap_d, sb, d, ldd, sm, tiles, ring, wg, tid, warp, lane}.run();

@@ -48,6 +48,15 @@ struct NormalTiles {
     __device__ __forceinline__ void decode(Tile&) {}
     __device__ __forceinline__ void run_record_warp(uint32_t, uint32_t) const {}
 
+    // Rows of A (and of its scales) that land in a stage: at most M, so a GEMM of fewer rows than a tile
+    // loads no rows past the tensor (out-of-bounds rows cost the loads up to 25% at K = 7168: NOTES.md v18).
+    // The stage's other rows are never written; an MMA row depends only on its own row of A, and those rows
+    // are never stored. A multicast pair lands a whole tile, and so do 256-row tiles (picked for large M
+    // only: their kernels keep the compile-time byte count). fp8_gemm.box_rows_a encodes the TMA boxes.
+    __device__ __forceinline__ static uint32_t rows_a_landing(uint32_t m) {
+        return Cfg::kMulticast == 1 && Cfg::kBlockM <= 128 ? min(m, Cfg::kBlockM) : Cfg::kBlockM;
+    }
+
     // Row of A and D where the tile starts; row of A's scale grid (M-major: its k-block) for k-block 0.
     __device__ __forceinline__ uint32_t a_row(const Tile& t) const { return t.m_block * Cfg::kBlockM; }
     __device__ __forceinline__ uint32_t sa_row(const Tile&) const { return 0u; }

@@ -22,6 +22,7 @@ struct Producer {
     Tiles& tiles;               // the tile walk (the kernel's)
     RingPosition<Cfg>& ring;    // the position in the stage ring (the kernel's)
     uint32_t cta_rank;
+    uint32_t tx_bytes;          // TMA bytes landing per stage (SmemLayout::stage_tx_bytes)
 
     // Every load of one tile; after_load() runs after each k-block's.
     template <bool kSplitTile, bool kWhole, class AfterLoad>
@@ -39,7 +40,7 @@ struct Producer {
             for (uint32_t kb = kSplitTile ? t.kb_begin() : 0u; kb < kb_end; ++kb) {
                 mbar_wait(&sm.empty[ring.stage], ring.phase ^ 1);
                 uint64_t* bar = &sm.full[ring.stage];
-                mbar_arrive_expect_tx(bar, Smem::kStageTxBytes);
+                mbar_arrive_expect_tx(bar, tx_bytes);
                 const uint32_t half = cta_rank * Cfg::kMulticastRows;  // this CTA's share of the A rows
                 if constexpr (Cfg::kMulticast > 1) {
                     tma_load_2d_multicast(sm.a + ring.stage * Smem::kStageA + half * kBlockK, &tmap_a, bar,

@@ -13,6 +13,7 @@
 //                            (optional behaviours are traits, tested at compile time, so a layout that
 //                            lacks one emits no code for it: NOTES.md v16)
 //   kSmemWordBytes, kRingBarriers   its shared memory: layout words and barriers (smem.cuh)
+//   rows_a_landing(m)        rows of A (and of its scales) landing in a stage (fp8_gemm.box_rows_a)
 //   init_barriers, load_layout, finish_layout   its part of the kernel's set-up
 //   next(t), tail(t)         the next tile of this CTA (with split K, t.split names its share); its share
 //                            of a split last-wave tile (masked kTailSplit)

@@ -23,7 +23,11 @@ struct SmemLayout {
     static constexpr uint32_t kStageA = Cfg::kBlockM * kBlockK;
     static constexpr uint32_t kStageB = Cfg::kBlockN * kBlockK;
     static constexpr uint32_t kStageSA = Cfg::kBlockM * 4;
-    static constexpr uint32_t kStageTxBytes = kStageA + kStageB + kStageSA;  // TMA bytes landing per stage
+    // TMA bytes landing per stage with `rows_a` rows of A (TilePolicy::rows_a_landing): A, B and A's scales
+    // (rows_a rounded up to 4 floats: TMA's 16-byte box rule).
+    __device__ __forceinline__ static constexpr uint32_t stage_tx_bytes(uint32_t rows_a) {
+        return rows_a * kBlockK + kStageB + (rows_a + 3) / 4 * 16;
+    }
     static constexpr uint32_t kScalesB = (Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile * 4 + 15) / 16 * 16;
     static constexpr uint32_t kSplitBarriers = Cfg::kSplits > 1 ? 2 : 0;
     // A split tile's inbox: (kSplits - 1) peers' partial sums of this CTA's column chunk, FP32.

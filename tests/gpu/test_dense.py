@@ -9,7 +9,7 @@ from kernel_configs import SPLIT_K_EXPLICIT
 from problems import PROPERTY_SETTINGS, check_against_reference, make_dense, poisoned
 
 import cugemm8
-from cugemm8 import fp8_gemm
+from cugemm8 import fp8_gemm, heuristics
 
 pytestmark = [pytest.mark.gpu, requires_hopper]
 
@@ -116,6 +116,27 @@ def test_matmul_decode_shapes(m, n, k):
     check_against_reference(out, a, sa, b, sb, x, w)
     again = cugemm8.matmul(a, sa, b, sb)
     assert bool((again.view(cupy.uint16) == out.view(cupy.uint16)).all())
+
+
+@pytest.mark.parametrize("bm, bn, split", [(64, 64, 1), (128, 32, 2), (64, 96, 4), (256, 128, 1)])
+@pytest.mark.parametrize("m", [1, 3, 4, 5, 17, 63, 64, 65, 127, 200])
+def test_a_box_of_fewer_rows_than_a_tile(bm, bn, split, m):
+    """Fewer rows than a tile: A's TMA box holds only M rows (fp8_gemm.box_rows_a; 256-row tiles keep whole
+    boxes), the stage's other rows are stale and never reach the output; M over a tile loads whole tiles.
+    Every written element right, nothing past M written, same bits twice."""
+    n, k = 3 * bn + 8, 1040
+    cfg = heuristics.make_config("normal", n, k, 1, bm, bn, split_k=split)
+    x, w, a, sa, b, sb = make_dense(m, n, k, seed=m + bm)
+    sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
+    big = poisoned((m + 3, n))
+    out = big[:m]
+    run = fp8_gemm.bind(cfg, a, sa, b, sb, out)
+    run()
+    check_against_reference(out, a, sa, b, sb, x, w)
+    assert bool((big[m:].view(cupy.uint16) == poisoned((3, n)).view(cupy.uint16)).all()), "rows past M written"
+    first = out.copy()
+    run()
+    assert bool((out.view(cupy.uint16) == first.view(cupy.uint16)).all())
 
 
 # ----------------------------------------------------------------------------- programmatic dependent launch
