@@ -229,9 +229,12 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
     config, tiles = best[1], best[2]
     if layout == "normal" and m <= DECODE_M:
         return _decode_plan(m, n, k, num_sms, config, tiles)
-    if layout == "masked" and m <= 64 and num_groups * n * k <= MASKED_STREAM_B_BYTES:
-        # Masked decode: each group's weights are read once. Evict-first paid with 8 groups (0.91-0.99x
-        # the time) and cost up to 4% with 32 and 128 (NOTES.md v17).
+    # Grouped decode (masked: at most 64 expected rows a group; contiguous: at most one 64-row segment an
+    # expert on average): each group's weights are read once. Evict-first paid with 8 groups (masked 0.91-0.99x
+    # the time, contiguous 0.88-0.98x); with 32 it cost masked up to 4% and gained contiguous 1-5%, with 128
+    # neither moved (NOTES.md v17, v18). One rule for both: while the groups' weights are small.
+    small_rows = m <= 64 if layout == "masked" else m <= CONTIGUOUS_M_ALIGNMENT * num_groups
+    if layout != "normal" and small_rows and num_groups * n * k <= GROUPED_STREAM_B_BYTES:
         config = dataclasses.replace(config, stream_b=True)
     return _plan(config, tiles, num_sms)
 
@@ -243,7 +246,7 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
 # the kernel that loads at most M rows of A (bench/results/v18: with the rules in choose(), the picks are
 # 1.013x the best measured configuration, geometric mean over 60 shapes, 1.08x at worst; NOTES.md v18).
 DECODE_M = 128
-MASKED_STREAM_B_BYTES = 256 << 20  # masked decode: B evict-first up to this many bytes of weights in all
+GROUPED_STREAM_B_BYTES = 256 << 20  # grouped decode: B evict-first up to this many bytes of weights in all
 KB_LATENCY_US = 0.15           # one k-block of a CTA when its loads keep up
 SM_BYTES_PER_US = 35_000       # what one SM's loads sustain with most SMs loading (after an L2 flush)
 DRAM_BYTES_PER_US = 4_300_000  # the whole GPU (reads of A and B once)

@@ -105,10 +105,15 @@ def test_heuristic_against_measured_sweep():
     assert math.exp(sum(losses) / len(losses)) <= 1.03
 
 
-def test_masked_decode_streams_b_when_its_weights_are_small():
-    """Masked decode loads B evict-first while the groups' weights stay small (NOTES.md v17)."""
+def test_grouped_decode_streams_b_when_its_weights_are_small():
+    """Masked and contiguous decode load B evict-first while the groups' weights stay small (NOTES.md v17,
+    v18)."""
     assert heuristics.choose("masked", 1, 4096, 7168, 8, 132).config.stream_b
     assert heuristics.choose("masked", 32, 7168, 2048, 8, 132).config.stream_b
     assert not heuristics.choose("masked", 4, 4096, 7168, 32, 132).config.stream_b    # 0.94 GB of weights
     assert not heuristics.choose("masked", 512, 4096, 7168, 2, 132).config.stream_b   # not decode-sized
-    assert not heuristics.choose("contiguous", 64, 4096, 7168, 8, 132).config.stream_b
+    assert heuristics.choose("contiguous", 64, 4096, 7168, 8, 132).config.stream_b     # one segment, 8 experts
+    assert heuristics.choose("contiguous", 512, 7168, 2048, 8, 132).config.stream_b    # 64 rows an expert
+    assert not heuristics.choose("contiguous", 576, 7168, 2048, 8, 132).config.stream_b   # more rows an expert
+    assert not heuristics.choose("contiguous", 1088, 4096, 7168, 32, 132).config.stream_b  # 0.94 GB of weights
+    assert not heuristics.choose("contiguous", 8 * 8192, 4096, 7168, 8, 132).config.stream_b  # prefill
