@@ -283,7 +283,8 @@ def _decode_plan(m: int, n: int, k: int, num_sms: int, wave_config: KernelConfig
        model misjudges 128-row tiles (128x2112x7168: 11.8 against 14.0 us).
     2. From 64 rows: the wave rule's tile (`wave_config`), if it fills the GPU with tiles at least 32 wide.
        As fast as any split there, where the model's picks lost up to 17%.
-    3. Otherwise the decode model's cheapest tile and split (decode_cost)."""
+    3. Otherwise the decode model's cheapest tile and split (decode_cost; refitted to the v18 sweep, NOTES.md
+       v18)."""
     if m > 64 and ceil_div(k, BLOCK_K) >= 32:
         pairs = cluster_capacity(2, num_sms)
         for bn in block_n_candidates(128):
@@ -300,12 +301,13 @@ def _decode_plan(m: int, n: int, k: int, num_sms: int, wave_config: KernelConfig
 
 
 def _model_plan(m: int, n: int, k: int, num_sms: int) -> LaunchPlan:
-    """The decode model's cheapest tile shape and split K (ties: less split, then fewer CTAs, wider tiles)."""
+    """The decode model's cheapest tile shape and split K (ties: less split, then fewer CTAs, wider tiles),
+    over tiles at least 32 wide (16-wide wgmmas are too short to hide their issue and wait, choose()'s rule 5)."""
     best = None
     for bm in (64, 128) if m > 64 else (64,):
         for bn in block_n_candidates(bm):
             if bn < 32:
-                continue  # 16-wide wgmmas are too short to hide their issue and wait (choose()'s rule 5)
+                continue
             for split in (1, 2, 4, 8):
                 if not can_split_k(bn, k, split) or split > cluster_capacity(split, num_sms):
                     continue
