@@ -10,7 +10,6 @@ interleaved call by call. A device-to-device copy of 64 MiB is timed the same tw
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 
 SHAPES = ((1, 2112, 7168), (64, 2112, 7168), (1, 7168, 2048), (1, 4096, 7168), (1, 24576, 1536), (1, 7168, 16384),
@@ -26,7 +25,7 @@ def main(argv=None) -> int:
 
     import cugemm8
 
-    from .tune import dense_inputs
+    from .tune import dense_inputs, gpu_props, provenance, write
 
     stream = cupy.cuda.Stream(non_blocking=True)
     flush = cupy.empty(1 << 30, dtype=cupy.uint8)
@@ -64,10 +63,7 @@ def main(argv=None) -> int:
         rows.append({"case": name, "dirty_us": dirty_us, "clean_us": clean_us})
         print(f"{name:16s} after the memset {dirty_us:7.2f} us, after memset + read {clean_us:7.2f} us, "
               f"ratio {clean_us / dirty_us:.3f}", flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"gpu": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(), "reps": args.reps,
-                       "rows": rows}, f, indent=1)
+    write(args.out, {"gpu": gpu_props(), "info": {**provenance(), "reps": args.reps}, "rows": rows})
     return 0
 
 

@@ -8,7 +8,7 @@ from the flushed sweep's. Prints the median µs per call of each configuration."
 from __future__ import annotations
 
 import argparse
-import json
+import statistics
 
 GRAPH_SHAPE, GRAPH_CALLS = (64, 2112, 7168), 20
 TILES = ((64, 96, 4), (64, 48, 2), (64, 64, 2), (64, 32, 2), (64, 128, 4), (64, 64, 4), (64, 192, 8))
@@ -24,8 +24,8 @@ def main(argv=None) -> int:
     import cugemm8
     from cugemm8 import fp8_gemm, heuristics
 
-    from .protocol import Timer
-    from .tune import dense_inputs
+    from .protocol import CudaDevice, Timer
+    from .tune import dense_inputs, gpu_props, provenance, write
 
     m, n, k = GRAPH_SHAPE
     a, sa, b, sb = dense_inputs(m, n, k)
@@ -44,15 +44,12 @@ def main(argv=None) -> int:
             run(stream_ptr=stream.ptr)
         graphs[f"{bm}x{bn}s{split}" + ("*" if cfg == picked else "")] = stream.end_capture()
     fns = {name: (lambda g=g: g.launch(stream)) for name, g in graphs.items()}
-    from .protocol import CudaDevice
     timer = Timer(CudaDevice(stream))
-    res = {name: sorted(v)[len(v) // 2] / GRAPH_CALLS * 1e6 for name, v in timer.interleaved(fns, args.reps).items()}
+    res = {name: statistics.median(v) / GRAPH_CALLS * 1e6 for name, v in timer.interleaved(fns, args.reps).items()}
     for name, us in res.items():
         print(f"{name:12s} {us:6.2f} us per call")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"gpu": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(), "shape": GRAPH_SHAPE,
-                       "calls_per_graph": GRAPH_CALLS, "us_per_call": res, "picked": "*"}, f, indent=1)
+    write(args.out, {"gpu": gpu_props(), "info": {**provenance(), "reps": args.reps}, "shape": GRAPH_SHAPE,
+                     "calls_per_graph": GRAPH_CALLS, "us_per_call": res, "picked": "the name marked *"})
     return 0
 
 

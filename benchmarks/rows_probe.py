@@ -9,11 +9,11 @@ Prints, per shape and M, the median µs of the plain call and of the padded one 
 from __future__ import annotations
 
 import argparse
-import json
+import statistics
 import sys
 
 from .protocol import Timer
-from .tune import dense_inputs
+from .tune import dense_inputs, gpu_props, provenance, write
 
 # (N, K, block_m, block_n, split_k): decode picks whose time rose below M = 4 or 64 in the v17 table.
 CASES = ((7168, 2048, 64, 64, 1), (4096, 7168, 64, 64, 2), (4096, 7168, 64, 32, 1), (32768, 512, 64, 128, 1),
@@ -48,15 +48,13 @@ def main(argv=None) -> int:
             plain(), padded()
             same = bool((out.view(cupy.uint16) == pout[:m].view(cupy.uint16)).all())
             t = timer.interleaved({"plain": plain, "padded": padded}, args.reps, rotate=True)
-            med = {key: sorted(v)[len(v) // 2] * 1e6 for key, v in t.items()}
+            med = {key: statistics.median(v) * 1e6 for key, v in t.items()}
             row = {"n": n, "k": k, "block_m": bm, "block_n": bn, "split_k": split, "m": m, "grid": plain.launcher.grid,
                    "plain_us": med["plain"], "padded_us": med["padded"], "bitwise_equal": same}
             rows_out.append(row)
             print(f"{m:3d}x{n}x{k} {bm}x{bn} s{split}: plain {med['plain']:6.2f} us, padded {med['padded']:6.2f} us"
                   f"{'' if same else '  (outputs differ)'}", flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"gpu": cupy.cuda.runtime.getDeviceProperties(0)["name"].decode(), "rows": rows_out}, f, indent=1)
+    write(args.out, {"gpu": gpu_props(), "info": {**provenance(), "reps": args.reps}, "rows": rows_out})
     return 0
 
 

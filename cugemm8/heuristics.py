@@ -233,8 +233,9 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
     # expert on average): each group's weights are read once. Evict-first paid with 8 groups (masked 0.91-0.99x
     # the time, contiguous 0.88-0.98x); with 32 it cost masked up to 4% and gained contiguous 1-5%, with 128
     # neither moved (NOTES.md v17, v18). One rule for both: while the groups' weights are small.
-    small_rows = m <= 64 if layout == "masked" else m <= CONTIGUOUS_M_ALIGNMENT * num_groups
-    if layout != "normal" and small_rows and num_groups * n * k <= GROUPED_STREAM_B_BYTES:
+    grouped_decode = ((layout == "masked" and m <= 64)
+                      or (layout == "contiguous" and m <= CONTIGUOUS_M_ALIGNMENT * num_groups))
+    if grouped_decode and num_groups * n * k <= GROUPED_STREAM_B_BYTES:
         config = dataclasses.replace(config, stream_b=True)
     return _plan(config, tiles, num_sms)
 
