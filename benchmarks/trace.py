@@ -9,6 +9,11 @@ the CTAs' start spread, time per tile (normal and split halves), the gap between
 the next tile's start, the kernel's tail (last store to last exit), and the SM clock (clock64 cycles
 over %globaltimer). Raw events go to DIR/<case>.npz; a summary to DIR/trace-summary.json.
 
+With --kblocks the kernel also logs every k-block: when the producer issued its loads and when math thread 0
+began to wait for its stage and found it full (clock64, into a slot per k-block; CG8_TRACE_KBLOCKS). The
+summary adds each k-block's stall, busy time, issue-to-ready latency and the producer's issue interval.
+The regular events cost a global read-modify-write each (~0.2 us on the thread that records them).
+
 A diagnosis tool, not a benchmark: the traced kernel does a few more global stores per tile. Each
 case is also timed untraced (the protocol: median of --reps flushed calls) to show how close they are.
 """
@@ -62,15 +67,20 @@ CASES = [
     Case("decode-1x2112x7168", "normal", (1,), 2112, 7168),
     Case("decode-64x2112x7168", "normal", (64,), 2112, 7168),
     Case("decode-1x256x4096", "normal", (1,), 256, 4096),
+    Case("decode-1x256x7168", "normal", (1,), 256, 7168),
     Case("decode-16x7168x16384", "normal", (16,), 7168, 16384),
 ]
 
 _trace_on = False
+_kblocks = False
 
 
 def _traced(render):
     def render_traced(cfg):
-        return ("#define CG8_TRACE 1\n" if _trace_on else "") + render(cfg)
+        head = "#define CG8_TRACE 1\n" if _trace_on else ""
+        if _trace_on and _kblocks:
+            head += "#define CG8_TRACE_KBLOCKS 1\n"
+        return head + render(cfg)
     return render_traced
 
 
@@ -221,6 +231,55 @@ def summarize(ev: np.ndarray, grid: int) -> dict:
     }
 
 
+def read_trace_kb(kern) -> np.ndarray:
+    """--kblocks: [role, cta, k-block, event] clock64 (cuda_src/gemm/trace.cuh, trace_mark_kb)."""
+    import cupy
+
+    ptr, size = library.current().module_global(kern, "cg8_trace_kb")
+    host = np.empty(size // 8, dtype=np.uint64)
+    cupy.cuda.runtime.memcpy(host.ctypes.data, int(ptr), size, cupy.cuda.runtime.memcpyDeviceToHost)
+    return host.reshape(3, TRACE_CTAS, -1, 2)
+
+
+def summarize_kblocks(kb: np.ndarray, ev: np.ndarray, grid: int) -> dict:
+    """Per k-block, pooled over CTAs: how long math thread 0 waited for the stage (stall), how long it worked
+    between stages (busy), how long after the producer issued a k-block's loads the math thread found it full
+    (issue_to_ready: the load's latency where the math thread was already waiting), and the producer's issue
+    interval. kb: read_trace_kb's array; ev: read_trace's (for the time origin)."""
+    t0 = min(int(ev[r, c, 0, 2]) for r in range(2) for c in range(grid) if ev[r, c, 0, 0] == START)
+    stall, busy, latency, first_latency, issue_gap, stall_share, busy_share = [], [], [], [], [], [], []
+    for c in range(grid):
+        idx = [i for i in range(kb.shape[2]) if kb[0, c, i, 1] != 0 and kb[1, c, i, 0] != 0]
+        math = [e for e in ev[0, c] if e[0] != 0]
+        if not idx or math[0][0] != START or math[-1][0] != END:
+            continue
+        # clock64 -> us since t0, through math thread 0's first and last events (same SM as the producer).
+        ns0, clk0 = int(math[0][2]), int(math[0][3])
+        ghz = (int(math[-1][3]) - clk0) / (int(math[-1][2]) - ns0)
+        us = lambda clk: ((int(clk) - clk0) / ghz + (ns0 - t0)) * 1e-3   # ns0 - t0 first: float64 holds ns0 to 256 ns
+        wait = [us(kb[0, c, i, 0]) for i in idx]
+        ready = [us(kb[0, c, i, 1]) for i in idx]
+        issued = [us(kb[1, c, i, 0]) for i in idx]
+        st = [r - w for w, r in zip(wait, ready)]
+        bz = [wait[j + 1] - ready[j] for j in range(len(idx) - 1)]
+        stall += st
+        busy += bz
+        stall_share.append(sum(st))
+        busy_share.append(sum(bz))
+        first_latency.append(ready[0] - issued[0])
+        latency += [r - i for r, i in zip(ready[1:], issued[1:])]
+        issue_gap += [issued[j + 1] - issued[j] for j in range(len(idx) - 1)]
+
+    def stats(xs):
+        if not xs:
+            return None
+        return {"n": len(xs), "median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+
+    return {"kb_stall_us": stats(stall), "kb_busy_us": stats(busy), "kb_first_issue_to_ready_us": stats(first_latency),
+            "kb_issue_to_ready_us": stats(latency), "kb_issue_gap_us": stats(issue_gap),
+            "share_stall_total_us": stats(stall_share), "share_busy_total_us": stats(busy_share)}
+
+
 def main(argv=None) -> int:
     import cupy
 
@@ -237,7 +296,11 @@ def main(argv=None) -> int:
     ap.add_argument("--stress", type=int, default=0,
                     help="instead: time this many back-to-back flushed calls of each case, untraced "
                          "(for watching the clocks under sustained load, e.g. with nvidia-smi -lms)")
+    ap.add_argument("--kblocks", action="store_true",
+                    help="also log every k-block's issue, wait and ready (CG8_TRACE_KBLOCKS; decode-sized cases)")
     args = ap.parse_args(argv)
+    global _kblocks
+    _kblocks = args.kblocks
     lib = library.current()
     lib.wrap_render(_traced)
     if args.cuda_src:
@@ -273,14 +336,21 @@ def main(argv=None) -> int:
         res["grid"] = run.launcher.grid
         for _ in range(3):
             run()
-        raw, traced = [], []
+        raw, raw_kb, traced = [], [], []
         for _ in range(args.calls):
             clear_trace(kern)
+            if args.kblocks:
+                lib.clear_module_global(kern, "cg8_trace_kb")
             traced.append(timer.one(run))
             raw.append(read_trace(kern)[:, :res["grid"]])
+            if args.kblocks:
+                raw_kb.append(read_trace_kb(kern)[:, :res["grid"]])
         res["traced_us"] = traced
         res["calls"] = [summarize(ev, res["grid"]) for ev in raw]
-        np.savez_compressed(os.path.join(args.out, f"{case.name}.npz"), events=np.stack(raw))
+        for call, ev, kb in zip(res["calls"], raw, raw_kb):
+            call.update(summarize_kblocks(kb, ev, res["grid"]))
+        np.savez_compressed(os.path.join(args.out, f"{case.name}.npz"), events=np.stack(raw),
+                            **({"kblocks": np.stack(raw_kb)} if raw_kb else {}))
         summary["cases"][case.name] = res
         s = res["calls"][-1]
 

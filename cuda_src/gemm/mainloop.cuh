@@ -6,6 +6,7 @@
 #pragma once
 #include "ring.cuh"
 #include "smem.cuh"
+#include "trace.cuh"
 #include "../ptx/cluster.cuh"
 #include "../ptx/wgmma.cuh"
 
@@ -82,6 +83,7 @@ struct MainLoop {
     // {sa(r0) sb0, sa(r1) sb0, sa(r0) sb1, sa(r1) sb1} (r1 = r0 + 8; sb1 for columns past the boundary).
     __device__ __forceinline__ void wait_stage(uint32_t kb, float (&scale)[kSlabs][4], uint32_t st) const {
         float sb0, sb1;
+        CG8_MARK_KB(kTraceKbWait, kb);
         if constexpr (kPinnedBase) {
             sb0 = ld_shared_f32(shared(sm.sb + kb));
             sb1 = Cfg::kMayStraddle ? ld_shared_f32(shared(sm.sb + Cfg::kNumKBlocks + kb)) : sb0;
@@ -90,6 +92,7 @@ struct MainLoop {
             sb0 = sm.sb[kb], sb1 = Cfg::kMayStraddle ? sm.sb[Cfg::kNumKBlocks + kb] : sb0;
             mbar_wait(&sm.full[st], ring.phase);
         }
+        CG8_MARK_KB(kTraceKbReady, kb);
         const float* sa = sm.sa + st * Cfg::kBlockM;
 #pragma unroll
         for (uint32_t w = 0; w < kSlabs; ++w) {

@@ -56,6 +56,7 @@ struct Producer {
                                      l2_policy_evict_first());
                 else
                     tma_load_2d(sm.b + ring.stage * Smem::kStageB, &tmap_b, bar, int32_t(kb * kBlockK), b_row);
+                CG8_MARK_KB(kTraceKbIssued, kb);
                 ring.advance();
                 after_load();
             }

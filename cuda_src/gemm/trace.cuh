@@ -60,3 +60,30 @@ __device__ __forceinline__ void trace_mark(uint32_t tag, uint32_t info = 0) {
 #else
 #define CG8_MARK(...) ((void)0)
 #endif
+
+// Per-k-block events (CG8_TRACE_KBLOCKS as well: the trace tool's --kblocks). trace_mark's event count is a
+// global read-modify-write, a round trip to L2 per event: in a k-block loop it slowed the producer to one
+// k-block per ~0.25 us. These go to a slot of their own per k-block (the last tile's, where a CTA has several),
+// a store the thread does not wait for, of this SM's clock64 (cheaper than %globaltimer, and the producer
+// and the math threads share the SM): cg8_trace_kb[role][cta][kb][event]. The tool converts the cycles
+// with the CTA's kTraceStart event (its ns and clock64) and the SM clock the regular events give.
+#if defined(CG8_TRACE) && defined(CG8_TRACE_KBLOCKS)
+namespace cg8 {
+constexpr uint32_t kTraceKBlocks = 256;
+enum : uint32_t { kTraceKbIssued = 0, kTraceKbWait = 0, kTraceKbReady = 1 };  // producer: 0; math: 0, 1
+}  // namespace cg8
+extern "C" __device__ unsigned long long cg8_trace_kb[3][cg8::kTraceCtas][cg8::kTraceKBlocks][2];
+namespace cg8 {
+template <class Cfg>
+__device__ __forceinline__ void trace_mark_kb(uint32_t event, uint32_t kb) {
+    const uint32_t role = threadIdx.x == 0 ? 0u : threadIdx.x == Cfg::kMathThreads ? 1u : 2u;
+    if ((threadIdx.x != 0 && threadIdx.x != Cfg::kMathThreads && !(Cfg::kNumMathWG > 1 && threadIdx.x == 128)) ||
+        blockIdx.x >= kTraceCtas)
+        return;
+    cg8_trace_kb[role][blockIdx.x][kb % kTraceKBlocks][event] = sm_clock();
+}
+}  // namespace cg8
+#define CG8_MARK_KB(...) ::cg8::trace_mark_kb<Cfg>(__VA_ARGS__)
+#else
+#define CG8_MARK_KB(...) ((void)0)
+#endif
