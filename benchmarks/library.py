@@ -48,8 +48,17 @@ class Library:
         return self.heuristics.block_n_candidates(block_m)
 
     def config(self, fields: dict):
-        """A KernelConfig from dataclasses.asdict of one (e.g. a configuration of the other package)."""
-        return self.KernelConfig(**fields)
+        """A KernelConfig from dataclasses.asdict of one (e.g. a configuration of the other package). Fields
+        this package's KernelConfig does not have must hold their default there (an older package builds
+        what the newer one's defaults mean, or refuses)."""
+        import dataclasses
+
+        known = {f.name: f for f in dataclasses.fields(self.KernelConfig)}
+        current = {f.name: f for f in dataclasses.fields(current_config_type())}
+        for name, value in fields.items():
+            if name not in known and (name not in current or current[name].default != value):
+                raise ValueError(f"{name}={value!r} has no counterpart in {self.name}'s KernelConfig")
+        return self.KernelConfig(**{k: v for k, v in fields.items() if k in known})
 
     def grid_for(self, cfg, tiles: int, num_sms: int) -> int:
         return self.heuristics.grid_for(cfg, tiles, num_sms)
@@ -130,6 +139,10 @@ class Library:
 
         ptr, size = self.module_global(kernel, name)
         self._mod("runtime")._check(cu.cuMemsetD8(ptr, 0, size), "cuMemsetD8")
+
+
+def current_config_type():
+    return importlib.import_module("cugemm8.heuristics").KernelConfig
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,5 +1,6 @@
 // FP8 (e4m3) quantizers, DeepSeek-V3 recipe: amax of each tile (clamped to >= 1e-4),
-// q = saturate_e4m3(x * (448 / amax)), scale = amax / 448. Loaded by cugemm8/quantize.py through
+// q = saturate_e4m3(x * (448 / amax)), scale = amax / 448; with ue8m0 the scale is rounded up to a power
+// of two and q = saturate_e4m3(x * (1 / scale)) (exact). Loaded by cugemm8/quantize.py through
 // cupy.RawKernel, its include written in. Results are bitwise equal to the NumPy references, so every
 // float operation is written out with its rounding (no contraction, no fast division).
 //
@@ -19,6 +20,17 @@ __device__ __forceinline__ float load_as_float(const void* x, int in_kind, long 
 
 __device__ __forceinline__ unsigned char to_e4m3(float v) { return cg8::f32_to_e4m3_sat(v); }
 
+// The tile's scale and the factor its elements are multiplied by, from its floored amax.
+__device__ __forceinline__ void scale_of(float amax, int ue8m0, float& scale, float& inv) {
+    if (ue8m0) {
+        scale = cg8::pow2_ceil(__fdiv_rn(amax, 448.0f));
+        inv = cg8::pow2_reciprocal(scale);
+    } else {
+        scale = __fdiv_rn(amax, 448.0f);
+        inv = __fdiv_rn(448.0f, amax);
+    }
+}
+
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1) {
@@ -31,7 +43,7 @@ __device__ __forceinline__ float warp_max(float v) {
 // q: [rows, cols] bytes; scale: [rows, kblocks] row-major. blockDim.x must be a multiple of 32.
 extern "C" __global__ void per_token_cast_to_fp8(const void* __restrict__ x, int in_kind,
                                                  unsigned char* __restrict__ q, float* __restrict__ scale,
-                                                 long long rows, int cols, int kblocks) {
+                                                 long long rows, int cols, int kblocks, int ue8m0) {
     const int lane = threadIdx.x & 31;
     const long long num_tiles = rows * kblocks;
     const long long num_warps = (static_cast<long long>(gridDim.x) * blockDim.x) >> 5;
@@ -48,7 +60,8 @@ extern "C" __global__ void per_token_cast_to_fp8(const void* __restrict__ x, int
             amax = fmaxf(amax, fabsf(v[j]));
         }
         amax = fmaxf(warp_max(amax), 1e-4f);
-        const float inv = __fdiv_rn(448.0f, amax);
+        float s, inv;
+        scale_of(amax, ue8m0, s, inv);
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             if (col0 + j < cols) {
@@ -56,16 +69,107 @@ extern "C" __global__ void per_token_cast_to_fp8(const void* __restrict__ x, int
             }
         }
         if (lane == 0) {
-            scale[tile] = __fdiv_rn(amax, 448.0f);
+            scale[tile] = s;
         }
     }
+}
+
+// The same for cols % 8 == 0 (rows then start on 16-byte boundaries of a 16-bit input, 32 of a float32 one):
+// 16 lanes per 1x128 tile, each loading 8 consecutive elements at once and storing their 8 bytes, and two
+// tiles per half-warp in flight. Same results as per_token_cast_to_fp8.
+template <int kInKind>
+__device__ __forceinline__ void load8(const void* x, long long i, float (&v)[8]) {
+    if constexpr (kInKind == 0) {
+        const float4 lo = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + i);
+        const float4 hi = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + i + 4);
+        v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+    } else {
+        const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const unsigned short*>(x) + i);
+        const unsigned int w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const unsigned short b0 = w[j] & 0xFFFFu, b1 = w[j] >> 16;
+            if constexpr (kInKind == 2) {
+                v[2 * j] = __uint_as_float(static_cast<unsigned int>(b0) << 16);
+                v[2 * j + 1] = __uint_as_float(static_cast<unsigned int>(b1) << 16);
+            } else {
+                v[2 * j] = cg8::f16_bits_to_f32(b0);
+                v[2 * j + 1] = cg8::f16_bits_to_f32(b1);
+            }
+        }
+    }
+}
+
+template <int kInKind>
+__device__ __forceinline__ void per_token_vec(const void* __restrict__ x, unsigned char* __restrict__ q,
+                                              float* __restrict__ scale, long long rows, int cols, int kblocks,
+                                              int ue8m0) {
+    const int sub = threadIdx.x & 15;  // lane within the half-warp
+    const long long num_tiles = rows * kblocks;
+    const long long thread = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+    const long long step = (static_cast<long long>(gridDim.x) * blockDim.x) >> 4;  // half-warps in the grid
+    // Each warp takes tiles w0, w0 + 1 (its halves) and those plus `step`; the loop is warp-uniform (the
+    // shuffles span the warp).
+    for (long long w0 = (thread >> 5) * 2; w0 < num_tiles; w0 += 2 * step) {
+        float v[2][8], amax[2];
+        long long at[2];
+        bool live[2];  // this thread's 8 elements exist (cols % 8 == 0: all of them or none)
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+            const long long tile = w0 + ((thread >> 4) & 1) + u * step;
+            live[u] = tile < num_tiles;
+            const long long row = live[u] ? tile / kblocks : 0;
+            const int col = static_cast<int>((live[u] ? tile : 0) - row * kblocks) * 128 + sub * 8;
+            at[u] = row * cols + col;
+            amax[u] = 0.0f;
+            live[u] = live[u] && col < cols;
+            if (live[u]) {
+                load8<kInKind>(x, at[u], v[u]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 8; ++j) v[u][j] = 0.0f;
+            }
+#pragma unroll
+            for (int j = 0; j < 8; ++j) amax[u] = fmaxf(amax[u], fabsf(v[u][j]));
+        }
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+#pragma unroll
+            for (int offset = 8; offset > 0; offset >>= 1)
+                amax[u] = fmaxf(amax[u], __shfl_xor_sync(0xffffffffu, amax[u], offset));
+            float s, inv;
+            scale_of(fmaxf(amax[u], 1e-4f), ue8m0, s, inv);
+            const long long tile = w0 + ((thread >> 4) & 1) + u * step;
+            if (live[u]) {
+                unsigned int packed[2];
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    const unsigned int lo = cg8::f32x2_to_e4m3x2_sat(__fmul_rn(v[u][4 * j], inv),
+                                                                     __fmul_rn(v[u][4 * j + 1], inv));
+                    const unsigned int hi = cg8::f32x2_to_e4m3x2_sat(__fmul_rn(v[u][4 * j + 2], inv),
+                                                                     __fmul_rn(v[u][4 * j + 3], inv));
+                    packed[j] = lo | (hi << 16);
+                }
+                *reinterpret_cast<uint2*>(q + at[u]) = make_uint2(packed[0], packed[1]);
+            }
+            if (tile < num_tiles && sub == 0) scale[tile] = s;
+        }
+    }
+}
+
+extern "C" __global__ void per_token_cast_to_fp8_vec(const void* __restrict__ x, int in_kind,
+                                                     unsigned char* __restrict__ q, float* __restrict__ scale,
+                                                     long long rows, int cols, int kblocks, int ue8m0) {
+    if (in_kind == 0) per_token_vec<0>(x, q, scale, rows, cols, kblocks, ue8m0);
+    else if (in_kind == 1) per_token_vec<1>(x, q, scale, rows, cols, kblocks, ue8m0);
+    else per_token_vec<2>(x, q, scale, rows, cols, kblocks, ue8m0);
 }
 
 // One CTA per 128x128 tile of a row-major [groups, rows, cols] input; grid (kblocks, nblocks, groups).
 // q: same shape as the input; scale: [groups, nblocks, kblocks] row-major. blockDim.x: 32 * (1..32).
 extern "C" __global__ void per_block_cast_to_fp8(const void* __restrict__ x, int in_kind,
                                                  unsigned char* __restrict__ q, float* __restrict__ scale,
-                                                 int rows, int cols) {
+                                                 int rows, int cols, int ue8m0) {
     __shared__ float partial[32];
     const int row0 = blockIdx.y * 128;
     const int col0 = blockIdx.x * 128;
@@ -90,8 +194,8 @@ extern "C" __global__ void per_block_cast_to_fp8(const void* __restrict__ x, int
     for (int w = 0; w < (blockDim.x >> 5); ++w) {
         amax = fmaxf(amax, partial[w]);
     }
-    amax = fmaxf(amax, 1e-4f);
-    const float inv = __fdiv_rn(448.0f, amax);
+    float s, inv;
+    scale_of(fmaxf(amax, 1e-4f), ue8m0, s, inv);
 
     for (int i = threadIdx.x; i < 128 * 128; i += blockDim.x) {
         const int r = i >> 7, c = i & 127;
@@ -102,6 +206,6 @@ extern "C" __global__ void per_block_cast_to_fp8(const void* __restrict__ x, int
     }
     if (threadIdx.x == 0) {
         const long long tile = (static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-        scale[tile] = __fdiv_rn(amax, 448.0f);
+        scale[tile] = s;
     }
 }

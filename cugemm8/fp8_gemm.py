@@ -26,6 +26,8 @@ KERNEL_NAME = "cugemm8_fp8_gemm"
 
 
 _LAYOUTS = {"normal": "Layout::kNormal", "contiguous": "Layout::kContiguous", "masked": "Layout::kMasked"}
+_OUT_FORMATS = {"bfloat16": "cg8::OutFormat::kBf16", "float8_e4m3": "cg8::OutFormat::kE4m3",
+                "float8_e4m3_ue8m0": "cg8::OutFormat::kE4m3Ue8m0"}
 
 
 def config_type(cfg: KernelConfig) -> str:
@@ -33,6 +35,8 @@ def config_type(cfg: KernelConfig) -> str:
     params = ["cg8::" + _LAYOUTS[cfg.layout], cfg.n, cfg.k, cfg.num_groups, cfg.block_m, cfg.block_n, cfg.stages,
               cfg.num_math_wg, cfg.swizzle_d, cfg.raster_group, cfg.cluster, "true" if cfg.tail_split else "false",
               cfg.record_slots, cfg.split_k, "true" if cfg.stream_b else "false"]
+    if cfg.out_fp8:  # bf16 leaves the default, so its sources (and cache keys) read as before
+        params.append(_OUT_FORMATS[cfg.out_format])
     return f"cg8::GemmConfig<{', '.join(map(str, params))}>"
 
 
@@ -97,7 +101,7 @@ def _report_cached_patch(cfg: KernelConfig, source: str, name: str, settings: Ff
 
 def cfg_str(cfg: KernelConfig) -> str:
     return (f"{cfg.layout} N={cfg.n} K={cfg.k} G={cfg.num_groups} block {cfg.block_m}x{cfg.block_n}, "
-            f"{cfg.stages} stages")
+            f"{cfg.stages} stages" + (f", {cfg.out_format} out" if cfg.out_fp8 else ""))
 
 
 class LoadedKernel(runtime.LoadedFunction):
@@ -142,7 +146,7 @@ def box_rows_a(cfg: KernelConfig, rows: int) -> int:
 def tensor_maps(cfg: KernelConfig, rows: int, a_ld: int, b_ld: int, sa_ld: int, d_ld: int,
                 ptrs: tuple[int, int, int, int]) -> tuple:
     """The kernel's 4 tensor maps (A, B, A's scales, D) for `rows` rows of A and D and these leading
-    dimensions (A and B in bytes, the scales and D in elements)."""
+    dimensions (A and B in bytes, the scales and D in elements; D holds bf16 or e4m3 bytes)."""
     dt = runtime.TMA_DTYPE
     kb = -(-cfg.k // BLOCK_K)
     groups = cfg.num_groups
@@ -150,7 +154,9 @@ def tensor_maps(cfg: KernelConfig, rows: int, a_ld: int, b_ld: int, sa_ld: int, 
     a_rows = rows * groups if cfg.layout == "masked" else rows
     sa_outer = kb * groups if cfg.layout == "masked" else kb
     sa_inner = rows
-    atom_cols = cfg.swizzle_d // 2 if cfg.swizzle_d else cfg.block_n
+    out_bytes = 1 if cfg.out_fp8 else 2
+    atom_cols = cfg.swizzle_d // out_bytes if cfg.swizzle_d else cfg.block_n
+    d_type = dt.CU_TENSOR_MAP_DATA_TYPE_UINT8 if cfg.out_fp8 else dt.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
     box_a = box_rows_a(cfg, rows)
     return (
         runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[0], cfg.k, a_rows, a_ld, BLOCK_K, box_a, 128),
@@ -158,8 +164,8 @@ def tensor_maps(cfg: KernelConfig, rows: int, a_ld: int, b_ld: int, sa_ld: int, 
                           cfg.block_n, 128),
         runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, ptrs[2], sa_inner, sa_outer, sa_ld * 4,
                           -(-box_a // 4) * 4, 1, 0),
-        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, ptrs[3], cfg.n, a_rows, d_ld * 2, atom_cols,
-                          min(cfg.block_m, a_rows), cfg.swizzle_d),
+        runtime.encode_2d(d_type, ptrs[3], cfg.n, a_rows, d_ld * out_bytes, atom_cols, min(cfg.block_m, a_rows),
+                          cfg.swizzle_d),
     )
 
 
@@ -191,20 +197,24 @@ class GemmLauncher:
     def _pack_arguments(self, d_ptr: int, d_ld: int, rows: int) -> None:
         """The kernel's parameters, in order: tmap_a, tmap_b, tmap_sa, tmap_d (by address), then the
         B-scale pointer, the layout pointer (m_indices or masked_m; 0 for dense), the D pointer,
-        D's leading dimension (u32) and M (u32). launch() rewrites the three pointers in place."""
+        D's leading dimension (u32), M (u32), and for e4m3 output its scales' pointer and leading dimension
+        (u32: rows rounded up to 4, as A's scales; unused for bf16). launch() rewrites the four pointers."""
         self._sb = ctypes.c_uint64(0)
         self._layout = ctypes.c_uint64(0)
         self._d = ctypes.c_uint64(d_ptr)
         self._ldd = ctypes.c_uint32(d_ld)
         self._m = ctypes.c_uint32(rows)
-        self._argv = (ctypes.c_void_p * 9)(
+        self._d_scale = ctypes.c_uint64(0)
+        self._ld_scale = ctypes.c_uint32(get_tma_aligned_size(rows, 4))
+        self._argv = (ctypes.c_void_p * 11)(
             *self._map_addrs,
             ctypes.addressof(self._sb), ctypes.addressof(self._layout), ctypes.addressof(self._d),
-            ctypes.addressof(self._ldd), ctypes.addressof(self._m))
+            ctypes.addressof(self._ldd), ctypes.addressof(self._m), ctypes.addressof(self._d_scale),
+            ctypes.addressof(self._ld_scale))
         self._argv_addr = ctypes.addressof(self._argv)
 
     def launch(self, a_ptr: int, b_ptr: int, sa_ptr: int, d_ptr: int, sb_ptr: int, layout_ptr: int,
-               stream_ptr: int) -> None:
+               stream_ptr: int, d_scale_ptr: int = 0) -> None:
         with self._lock:
             ptrs = self.ptrs
             for i, p in enumerate((a_ptr, b_ptr, sa_ptr, d_ptr)):
@@ -216,6 +226,7 @@ class GemmLauncher:
             self._sb.value = sb_ptr
             self._layout.value = layout_ptr
             self._d.value = d_ptr
+            self._d_scale.value = d_scale_ptr
             pdl = runtime.get_pdl()
             err = self._launch(stream_ptr, pdl)
             if err == runtime.ERROR_INVALID_CONTEXT:  # first launch from a thread where CuPy made no context current
@@ -253,10 +264,12 @@ def get_launcher(cfg: KernelConfig, device: int, grid: int, rows: int, a_ld: int
     return launcher
 
 
-def bind(cfg: KernelConfig, a, a_scale, b, b_scale, out, *, layout=None, grid: int | None = None, ffma=None):
+def bind(cfg: KernelConfig, a, a_scale, b, b_scale, out, *, layout=None, grid: int | None = None, ffma=None,
+         out_scale=None):
     """A callable that launches one explicit configuration on these arrays, for tools and tests (the
     API chooses and caches its own). `a_scale` must be in the TMA-aligned layout; `layout` is
-    m_indices or masked_m for the grouped layouts. `run(out=other)` writes another output of the same
+    m_indices or masked_m for the grouped layouts; e4m3 output (cfg.out_format) writes `out` (uint8) and
+    `out_scale` (float32, the TMA-aligned layout). `run(out=other)` writes another output of the same
     shape and strides; `run.launcher` is the GemmLauncher."""
     device = a.data.device_id
     rows = a.shape[-2]  # masked: max_m
@@ -264,12 +277,14 @@ def bind(cfg: KernelConfig, a, a_scale, b, b_scale, out, *, layout=None, grid: i
         tiles = -(-rows // cfg.block_m) * cfg.num_n_blocks * (cfg.num_groups if cfg.layout == "masked" else 1)
         grid = grid_for(cfg, tiles, runtime.get_num_sms(device))
     launcher = get_launcher(cfg, device, grid, rows, a.strides[-2], b.strides[-2], get_tma_aligned_size(rows, 4),
-                            out.strides[-2] // 2, (a.data.ptr, b.data.ptr, a_scale.data.ptr, out.data.ptr), ffma=ffma)
+                            out.strides[-2] // out.itemsize, (a.data.ptr, b.data.ptr, a_scale.data.ptr, out.data.ptr),
+                            ffma=ffma)
     layout_ptr = 0 if layout is None else layout.data.ptr
+    scale_ptr = 0 if out_scale is None else out_scale.data.ptr
 
     def run(out=out, stream_ptr: int | None = None) -> None:
         launcher.launch(a.data.ptr, b.data.ptr, a_scale.data.ptr, out.data.ptr, b_scale.data.ptr, layout_ptr,
-                        cupy.cuda.get_current_stream().ptr if stream_ptr is None else stream_ptr)
+                        cupy.cuda.get_current_stream().ptr if stream_ptr is None else stream_ptr, scale_ptr)
 
     run.launcher = launcher
     return run

@@ -14,6 +14,9 @@ RECORD_SLOTS = 4                 # contiguous: tile records the record warp may 
 FULL_WAVE = 0.8                  # a last wave this full counts as full (tile efficiency matters more)
 RASTER_GROUP = 8                 # n-blocks per rasterization band (8 beat 16: NOTES.md v5)
 LAYOUTS = ("normal", "contiguous", "masked")
+# What D holds (cuda_src/gemm/config.cuh, OutFormat, in this order): bf16, or e4m3 with one float32 scale per
+# row and 128 columns, the scale amax / 448 or that rounded up to a power of two (UE8M0).
+OUT_FORMATS = ("bfloat16", "float8_e4m3", "float8_e4m3_ue8m0")
 CONTIGUOUS_M_ALIGNMENT = 64      # expert segments start at multiples of this (contiguous layout):
                                  # the kernel reads an expert per 64-row slab, whatever BLOCK_M is
 SPLIT_MIN_K_BLOCKS = 8           # masked: split the last wave only from this many k-blocks, where half a
@@ -42,6 +45,11 @@ class KernelConfig:
                               # over CTA pairs (launched as clusters of 2)
     split_k: int = 1    # normal: every tile's k-blocks divided over a cluster of this many CTAs
     stream_b: bool = False  # B's tiles loaded evict-first in L2 (read once: decode-sized M)
+    out_format: str = "bfloat16"  # one of OUT_FORMATS
+
+    @property
+    def out_fp8(self) -> bool:
+        return self.out_format != "bfloat16"
 
     @property
     def threads(self) -> int:
@@ -122,11 +130,18 @@ def tail_split_for(layout: str, block_n: int, k: int) -> bool:
     return layout == "masked" and ceil_div(k, BLOCK_K) >= SPLIT_MIN_K_BLOCKS and can_split_tail(block_n, k)
 
 
-def swizzle_for(block_n: int) -> int:
+def swizzle_for(block_n: int, out_bytes: int = 2) -> int:
+    """The output tile's TMA swizzle span: the widest that divides a tile row of `out_bytes` elements."""
     for span in (128, 64, 32):
-        if (block_n * 2) % span == 0:
+        if (block_n * out_bytes) % span == 0:
             return span
     return 0
+
+
+def fp8_out_ok(block_n: int) -> bool:
+    """What e4m3 output needs of a tile (config.cuh): each 128-column scale group within one CTA's tile, so
+    its amax is taken there (and, where the configuration is built, no split K and no split tail)."""
+    return block_n % 128 == 0
 
 
 def block_n_candidates(block_m: int) -> list[int]:
@@ -149,17 +164,20 @@ def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0, tail_spl
 
 def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, block_n: int,
                 cluster: int = 1, tail_split: bool | None = None, split_k: int = 1,
-                stream_b: bool = False) -> KernelConfig:
+                stream_b: bool = False, out_format: str = "bfloat16") -> KernelConfig:
     """The configuration of one tile shape as the heuristic builds it (most stages that fit, one math
     warpgroup per 64-row tile, the widest output swizzle, the masked split where it pays, unless
-    `tail_split` says otherwise): for the heuristic itself, and for sweeps and tools that name a tile."""
+    `tail_split` says otherwise; never with e4m3 output): for the heuristic itself, and for sweeps and
+    tools that name a tile."""
+    fp8 = out_format != "bfloat16"
     if tail_split is None:
-        tail_split = cluster == 1 and split_k == 1 and tail_split_for(layout, block_n, k)
+        tail_split = cluster == 1 and split_k == 1 and not fp8 and tail_split_for(layout, block_n, k)
     stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split,
                      record_slots_for(layout), split_k)
     return KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=block_m, block_n=block_n,
-                        stages=stages, num_math_wg=1 if block_m == 64 else 2, swizzle_d=swizzle_for(block_n),
-                        cluster=cluster, tail_split=tail_split, split_k=split_k, stream_b=stream_b)
+                        stages=stages, num_math_wg=1 if block_m == 64 else 2,
+                        swizzle_d=swizzle_for(block_n, 1 if fp8 else 2), cluster=cluster, tail_split=tail_split,
+                        split_k=split_k, stream_b=stream_b, out_format=out_format)
 
 
 def can_split_k(block_n: int, k: int, split_k: int) -> bool:
@@ -169,11 +187,16 @@ def can_split_k(block_n: int, k: int, split_k: int) -> bool:
 
 
 @functools.lru_cache(maxsize=4096)
-def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -> LaunchPlan:
+def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
+           out_format: str = "bfloat16") -> LaunchPlan:
     """Configuration for D[m, n] = A[m, k] B[n, k]^T (per group). `m` is the rows per group for the
-    masked layout (the expected count) and the total rows otherwise."""
+    masked layout (the expected count) and the total rows otherwise. e4m3 output (`out_format`) takes the
+    same rules over the tiles it can use (fp8_out_ok: 128 wide, unsplit)."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if out_format not in OUT_FORMATS:
+        raise ValueError(f"out_format must be one of {OUT_FORMATS}, got {out_format!r}")
+    fp8 = out_format != "bfloat16"
     if min(m, n, k, num_groups, num_sms) <= 0:
         raise ValueError(f"m, n, k, num_groups and num_sms must be positive, got {(m, n, k, num_groups, num_sms)}")
     block_ms = (64, 128, 256)
@@ -185,7 +208,8 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
         # No TMA multicast: these kernels are not L2-bound, and a pair advances at the pace of its slower
         # CTA; it measured slower on every large shape (NOTES.md v5, v11). (KernelConfig.cluster=2 stays
         # available and tested.) The masked split needs CTA pairs.
-        return make_config(layout, n, k, num_groups, bm, bn, tail_split=num_sms >= 2 and tail_split_for(layout, bn, k))
+        return make_config(layout, n, k, num_groups, bm, bn, out_format=out_format,
+                           tail_split=num_sms >= 2 and not fp8 and tail_split_for(layout, bn, k))
 
     if layout == "masked" and m > 64:
         # The rows per group are only expected, so the wave arithmetic below, exact for the dense GEMM,
@@ -194,7 +218,7 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
         # large groups) stayed closest to the best tile across the masked benchmark's draws, where the wave
         # rule's picks lost far more (NOTES.md v7). It is used when it fills the GPU at the expected rows.
         bm = 256 if m >= WIDE_ROWS else 128
-        bn = min(128, ceil_div(n, 16) * 16)
+        bn = 128 if fp8 else min(128, ceil_div(n, 16) * 16)
         config = candidate(bm, bn)
         tiles = ceil_div(m, bm) * ceil_div(n, bn) * groups
         if tiles >= num_sms and config.stages >= min(3, ceil_div(k, BLOCK_K)):
@@ -205,6 +229,8 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
         if bm > 64 and m <= 64 and layout != "contiguous":
             continue  # a 64-row block already covers M
         for bn in block_n_candidates(bm):
+            if fp8 and not fp8_out_ok(bn):
+                continue
             if layout == "contiguous" and bn > 128:
                 # Its problems are large: with tens of waves, the two-accumulator 128-row tiles
                 # (BLOCK_N <= 128) beat wider single-accumulator ones (NOTES.md v6).
@@ -228,6 +254,8 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int) -
     assert best is not None
     config, tiles = best[1], best[2]
     if layout == "normal" and m <= DECODE_M:
+        if fp8:  # no split K (an e4m3 tile's scales need all of its K): the wave rule's tile, B read once
+            return _plan(dataclasses.replace(config, stream_b=True), tiles, num_sms)
         return _decode_plan(m, n, k, num_sms, config, tiles)
     # Grouped decode (masked: at most 64 expected rows a group; contiguous: at most one 64-row segment an
     # expert on average): each group's weights are read once. Evict-first paid with 8 groups (masked 0.91-0.99x

@@ -5,7 +5,9 @@
 
 For each tile: amax = max |x| in float32, clamped to >= 1e-4; q = e4m3(x * (448 / amax)) rounded to
 nearest even and saturated to +-448 (finite input never gives NaN); scale = amax / 448, so x ~ q * scale.
-Partial tiles (K or N not a multiple of 128) use only their real elements.
+With ``scale_format="ue8m0"`` the scale is amax / 448 rounded up to a power of two (UE8M0, as recent
+DeepSeek checkpoints store them) and q = e4m3(x * (1 / scale)), the reciprocal exact. Partial tiles (K or N
+not a multiple of 128) use only their real elements. The GEMMs' e4m3 output follows the same rule.
 
 The GPU versions (CuPy, kernels in ``cuda_src/quantize.cu``) are bitwise equal to the NumPy ones,
 which serve as the reference.
@@ -27,6 +29,7 @@ TILE = 128
 
 _E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
 _IN_KIND = {np.dtype(np.float32): 0, np.dtype(np.float16): 1, np.dtype(ml_dtypes.bfloat16): 2}
+SCALE_FORMATS = ("float32", "ue8m0")
 # Keep every float operation IEEE-rounded and in the order written, like NumPy.
 NVRTC_OPTIONS = ("--fmad=false", "--ftz=false", "--prec-div=true", "--prec-sqrt=true")
 
@@ -69,10 +72,20 @@ def _input(x, name: str):
     return x, kind, x.data.device_id
 
 
+def _ue8m0(scale_format) -> int:
+    if not isinstance(scale_format, str):
+        raise TypeError(f"scale_format must be a str, one of {SCALE_FORMATS}; got {type(scale_format).__name__}")
+    if scale_format not in SCALE_FORMATS:
+        raise ValueError(f"scale_format must be one of {SCALE_FORMATS}; got {scale_format!r}")
+    return int(scale_format == "ue8m0")
+
+
 # --------------------------------------------------------------------------- GPU (CuPy)
-def per_token_cast_to_fp8(x):
+def per_token_cast_to_fp8(x, scale_format: str = "float32"):
     """x: float32/float16/bfloat16 [M, K] (or [G, M, K]) on the GPU ->
-    (q uint8 [M, K] e4m3 bits, scale float32 [M, ceil(K/128)] row-major), same leading dims."""
+    (q uint8 [M, K] e4m3 bits, scale float32 [M, ceil(K/128)] row-major), same leading dims.
+    scale_format: "float32" (amax / 448) or "ue8m0" (rounded up to a power of two)."""
+    ue8m0 = _ue8m0(scale_format)
     x, kind, device = _input(x, "x")
     with cupy.cuda.Device(device):
         x = cupy.ascontiguousarray(x)
@@ -83,17 +96,26 @@ def per_token_cast_to_fp8(x):
         scale = cupy.empty(x.shape[:-1] + (kb,), dtype=cupy.float32)
         tiles = rows * kb
         if tiles:
-            warps_per_block = 8
-            grid = min(_ceil_div(tiles, warps_per_block), 1 << 16)
-            _kernel("per_token_cast_to_fp8")(
-                (grid,), (32 * warps_per_block,),
-                (x, np.int32(kind), q, scale, np.int64(rows), np.int32(k), np.int32(kb)))
+            args = (x, np.int32(kind), q, scale, np.int64(rows), np.int32(k), np.int32(kb), np.int32(ue8m0))
+            if k % 8 == 0:  # 16-byte loads: two tiles per warp, two in flight per half-warp
+                grid = min(_ceil_div(tiles, 32), 8 * _sm_count(device))
+                _kernel("per_token_cast_to_fp8_vec")((grid,), (256,), args)
+            else:
+                warps_per_block = 8
+                grid = min(_ceil_div(tiles, warps_per_block), 1 << 16)
+                _kernel("per_token_cast_to_fp8")((grid,), (32 * warps_per_block,), args)
     return q, scale
 
 
-def per_block_cast_to_fp8(w):
+def _sm_count(device: int) -> int:
+    return cupy.cuda.runtime.getDeviceProperties(device)["multiProcessorCount"]
+
+
+def per_block_cast_to_fp8(w, scale_format: str = "float32"):
     """w: float32/float16/bfloat16 [N, K] (or [G, N, K]) on the GPU ->
-    (q uint8 [N, K] e4m3 bits, scale float32 [ceil(N/128), ceil(K/128)]), same leading dims."""
+    (q uint8 [N, K] e4m3 bits, scale float32 [ceil(N/128), ceil(K/128)]), same leading dims.
+    scale_format: "float32" (amax / 448) or "ue8m0" (rounded up to a power of two)."""
+    ue8m0 = _ue8m0(scale_format)
     w, kind, device = _input(w, "w")
     with cupy.cuda.Device(device):
         w = cupy.ascontiguousarray(w)
@@ -106,7 +128,7 @@ def per_block_cast_to_fp8(w):
         scale = cupy.empty(w.shape[:-2] + (nb, kb), dtype=cupy.float32)
         if groups and nb and kb:
             _kernel("per_block_cast_to_fp8")(
-                (kb, nb, groups), (256,), (w, np.int32(kind), q, scale, np.int32(n), np.int32(k)))
+                (kb, nb, groups), (256,), (w, np.int32(kind), q, scale, np.int32(n), np.int32(k), np.int32(ue8m0)))
     return q, scale
 
 
@@ -123,7 +145,22 @@ def _saturate_to_e4m3(y: np.ndarray) -> np.ndarray:
     return np.clip(y, -FP8_MAX, FP8_MAX).astype(_E4M3).view(np.uint8)
 
 
-def _quantize_tiles(x: np.ndarray, tile_rows: int) -> tuple:
+def pow2_ceil(x: np.ndarray) -> np.ndarray:
+    """The least power of two >= x, elementwise, for positive normal float32 x (UE8M0 scales)."""
+    bits = np.asarray(x, dtype=np.float32).view(np.uint32)
+    up = np.where(bits & 0x7FFFFF, (bits & 0x7F800000) + 0x800000, bits).astype(np.uint32)
+    return up.view(np.float32)
+
+
+def quantize_scale(amax: np.ndarray, scale_format: str = "float32") -> tuple:
+    """(scale, the factor elements are multiplied by) for floored float32 amax, per the format."""
+    if _ue8m0(scale_format):
+        scale = pow2_ceil(amax / np.float32(FP8_MAX))
+        return scale, (np.float32(1) / scale).astype(np.float32)  # exact: a power of two
+    return (amax / np.float32(FP8_MAX)).astype(np.float32), (np.float32(FP8_MAX) / amax).astype(np.float32)
+
+
+def _quantize_tiles(x: np.ndarray, tile_rows: int, scale_format: str = "float32") -> tuple:
     """x float32 [..., R, C] in tiles of tile_rows x 128 ->
     (q bits [..., R, C], scale [..., ceil(R/tile_rows), ceil(C/128)])."""
     *lead, r, c = x.shape
@@ -133,27 +170,26 @@ def _quantize_tiles(x: np.ndarray, tile_rows: int) -> tuple:
     tiles = padded.reshape(*lead, rb, tile_rows, cb, TILE)
     amax = np.abs(tiles).max(axis=(-3, -1), initial=np.float32(0))
     amax = np.maximum(amax, np.float32(AMAX_FLOOR))
-    inv = np.float32(FP8_MAX) / amax
+    scale, inv = quantize_scale(amax, scale_format)
     y = tiles * inv[..., :, None, :, None]
     q = _saturate_to_e4m3(y).reshape(padded.shape)[..., :r, :c]
-    scale = amax / np.float32(FP8_MAX)
-    return np.ascontiguousarray(q), scale.astype(np.float32)
+    return np.ascontiguousarray(q), scale
 
 
-def per_token_cast_to_fp8_numpy(x) -> tuple:
+def per_token_cast_to_fp8_numpy(x, scale_format: str = "float32") -> tuple:
     """NumPy reference of ``per_token_cast_to_fp8`` (float32/float16/bfloat16 [..., M, K])."""
     x = _host_float32(x, "x")
     if x.ndim < 2:
         raise ValueError(f"x must be at least 2-D [M, K]; got shape {x.shape}")
-    return _quantize_tiles(x, 1)
+    return _quantize_tiles(x, 1, scale_format)
 
 
-def per_block_cast_to_fp8_numpy(w) -> tuple:
+def per_block_cast_to_fp8_numpy(w, scale_format: str = "float32") -> tuple:
     """NumPy reference of ``per_block_cast_to_fp8`` (float32/float16/bfloat16 [..., N, K])."""
     w = _host_float32(w, "w")
     if w.ndim < 2:
         raise ValueError(f"w must be at least 2-D [N, K]; got shape {w.shape}")
-    return _quantize_tiles(w, TILE)
+    return _quantize_tiles(w, TILE, scale_format)
 
 
 def fp8_e4m3_to_float(q) -> np.ndarray:

@@ -137,6 +137,53 @@ def _out(out: ArrayInfo | None, expected: tuple, dims: str) -> None:
     _tma_operand(out, "out", 2)
 
 
+# --------------------------------------------------------------------------- output format
+OUT_DTYPES = ("bfloat16", "float8_e4m3")
+SCALE_FORMATS = ("float32", "ue8m0")
+
+
+def check_out_format(out_dtype, scale_format) -> str:
+    """The kernel's output format (heuristics.OUT_FORMATS) for ``out_dtype`` and ``scale_format``."""
+    for name, value, options in (("out_dtype", out_dtype, OUT_DTYPES), ("scale_format", scale_format, SCALE_FORMATS)):
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str, one of {options}; got {type_name(value)}")
+        if value not in options:
+            raise ValueError(f"{name} must be one of {options}; got {value!r}")
+    if out_dtype == "bfloat16":
+        if scale_format != "float32":
+            raise ValueError(f"scale_format applies to out_dtype='float8_e4m3' only; got scale_format="
+                             f"{scale_format!r} with out_dtype='bfloat16'")
+        return "bfloat16"
+    return "float8_e4m3" if scale_format == "float32" else "float8_e4m3_ue8m0"
+
+
+def check_fp8_out(out, out_scale, shape: tuple, dims: str, n: int, device: int) -> None:
+    """e4m3 output: N a multiple of 16 (an e4m3 row of D must be a whole number of 16-byte TMA units); `out`
+    uint8 with `shape` and TMA rows (masked: C-contiguous); `out_scale` float32 [..., ceil(N/128)] in the
+    M-major TMA-aligned layout that a_scale takes without a copy (see get_col_major_tma_aligned_tensor)."""
+    if n % 16:
+        raise ValueError(f"out_dtype='float8_e4m3' needs N to be a multiple of 16 (each e4m3 row of D is stored in "
+                         f"16-byte units); b has N={n}")
+    if out is not None:
+        _array(out, "out", (UINT8,), "uint8 (e4m3 bits)", len(shape), dims)
+        _shape(out, "out", shape, dims)
+        _tma_operand(out, "out", 1)
+        if len(shape) == 3 and 0 not in out.shape and out.strides[1] != n:
+            raise ValueError(f"out must be C-contiguous (strides {_c_strides(out.shape)}); got strides "
+                             f"{out.strides} (elements) for shape {out.shape}")
+    if out_scale is not None:
+        scale_shape = shape[:-1] + ((n + 127) >> 7,)
+        scale_dims = dims[:-2] + "ceil(N/128)]"
+        _array(out_scale, "out_scale", (FLOAT32,), "float32", len(shape), scale_dims)
+        _shape(out_scale, "out_scale", scale_shape, scale_dims)
+        if not is_tma_aligned(out_scale):
+            raise ValueError(
+                f"out_scale must be M-major with M padded to a multiple of 4 (strides {aligned_strides(scale_shape)}, "
+                f"base 16-byte aligned), the layout a_scale takes without a copy; got strides {out_scale.strides} "
+                f"(elements), base 0x{out_scale.ptr:x}; pass out_scale=None to have one allocated")
+    _devices(device, out=out, out_scale=out_scale)
+
+
 # --------------------------------------------------------------------------- entry points
 # These run on every GEMM call, so each rule is a cheap test of the valid case written inline; only
 # when it fails does the helper behind it run, which raises with the full explanation (or, for a

@@ -48,7 +48,26 @@ def picked_configs():
     # The masked split last wave at every tile height (tests/gpu/test_masked.py::test_masked_split_last_wave).
     for cfg in SPLIT_EXPLICIT + SPLIT_K_EXPLICIT:
         configs.add(cfg)
+    configs.update(fp8_out_configs())
     return sorted(configs, key=repr)
+
+
+def fp8_out_configs():
+    """e4m3 output (both scale formats): the picks for the shapes above whose N it takes (a multiple of 16),
+    on the full H100/H200 SM count, and the GPU tier's shapes (tests/gpu/test_fp8_out.py)."""
+    configs = set()
+    for fmt in ("float8_e4m3", "float8_e4m3_ue8m0"):
+        for m, n, k in DENSE + SPREAD + DECODE + [(200, 992, 1040), (7, 16, 112), (70, 256, 256), (256, 1024, 2048),
+                                                  (256, 512, 1024), (512, 2048, 4096)]:
+            if n % 16 == 0:
+                configs.add(heuristics.choose("normal", m, n, k, 1, SMS[0], fmt).config)
+        for g, m, n, k in CONTIGUOUS + [(5, 128, 384, 768)]:
+            if n % 16 == 0:
+                configs.add(heuristics.choose("contiguous", g * m, n, k, g, SMS[0], fmt).config)
+        for g, m, n, k in MASKED + [(6, 64, 640, 1024)]:
+            if n % 16 == 0:
+                configs.add(heuristics.choose("masked", m, n, k, g, SMS[0], fmt).config)
+    return configs
 
 
 CONFIGS = picked_configs()

@@ -13,12 +13,17 @@ enum class Layout : uint32_t {
     kMasked,      // MoE: a fixed capacity of rows per group, the valid count per group (masked_m)
 };
 
+// What D holds: bf16, or e4m3 with one float32 scale per row and 128 columns (the A operand's format, so
+// the next GEMM reads it as it is): the scale amax / 448, or that rounded up to a power of two (UE8M0).
+enum class OutFormat : uint32_t { kBf16, kE4m3, kE4m3Ue8m0 };
+
 constexpr uint32_t kBlockK = 128;    // K per promotion: the k-block of the scaling recipe
 constexpr uint32_t kSlabRows = 64;   // rows of one wgmma (m64): a slab, the unit a math warpgroup computes
 
 template <Layout kLayout_, uint32_t kShapeN_, uint32_t kShapeK_, uint32_t kNumGroups_, uint32_t kBlockM_,
           uint32_t kBlockN_, uint32_t kStages_, uint32_t kNumMathWG_, uint32_t kSwizzleD_, uint32_t kRasterGroup_,
-          uint32_t kMulticast_, bool kTailSplit_, uint32_t kRecordSlots_, uint32_t kSplitK_, bool kStreamB_>
+          uint32_t kMulticast_, bool kTailSplit_, uint32_t kRecordSlots_, uint32_t kSplitK_, bool kStreamB_,
+          OutFormat kOutFormat_ = OutFormat::kBf16>
 struct GemmConfig {
     static constexpr Layout kLayout = kLayout_;
     static constexpr uint32_t kShapeN = kShapeN_;
@@ -42,6 +47,9 @@ struct GemmConfig {
     static constexpr uint32_t kSplitK = kSplitK_;
     // B's tiles are read once (decode-sized M): loaded evict-first in L2 (tma.cuh, NOTES.md v17).
     static constexpr bool kStreamB = kStreamB_;
+    static constexpr OutFormat kOutFormat = kOutFormat_;
+    static constexpr bool kOutFp8 = kOutFormat != OutFormat::kBf16;
+    static constexpr uint32_t kOutBytes = kOutFp8 ? 1 : 2;  // bytes of an output element
     // CTAs a split tile's k-blocks are divided over (1: tiles are not split).
     static constexpr uint32_t kSplits = kTailSplit ? 2 : kSplitK;
 
@@ -66,8 +74,8 @@ struct GemmConfig {
     // ------------------------------------------------------------------ output tile in shared memory
     // kBlockN columns split into atoms of kAtomBytes per row (the TMA swizzle span), each atom kBlockM
     // rows, stored one after another.
-    static constexpr uint32_t kAtomBytes = kSwizzleD ? kSwizzleD : kBlockN * 2;
-    static constexpr uint32_t kAtomCols = kAtomBytes / 2;
+    static constexpr uint32_t kAtomBytes = kSwizzleD ? kSwizzleD : kBlockN * kOutBytes;
+    static constexpr uint32_t kAtomCols = kAtomBytes / kOutBytes;
     static constexpr uint32_t kNumAtoms = kBlockN / kAtomCols;
 
     static_assert(kBlockM % kSlabRows == 0 && kSlabsPerWG >= 1 && kBlockM == kSlabsPerWG * kSlabRows * kNumMathWG,
@@ -82,6 +90,9 @@ struct GemmConfig {
     static_assert(kSplitK >= 1 && kSplitK <= 8 && !(kTailSplit && kSplitK > 1), "split K over 1 to 8 CTAs, or the tail split");
     static_assert(kSplits == 1 || (kMulticast == 1 && kNumKBlocks >= kSplits && (kBlockN / 8) % kSplits == 0),
                   "a split tile needs a k-block and a column chunk of whole 8-column fragments per CTA");
+    // An e4m3 output's scale group (128 columns) must lie in one CTA's tile: its amax is taken there.
+    static_assert(!kOutFp8 || (kBlockN % 128 == 0 && kSplits == 1 && kSwizzleD == 128),
+                  "e4m3 output needs BLOCK_N a multiple of 128, unsplit tiles and the 128-byte output swizzle");
 };
 
 // A typical configuration, for compiling the headers on their own (tests/unit/test_codegen.py).

@@ -1,11 +1,12 @@
-// The epilogue: a tile's FP32 sums to bf16, through the output tile in shared memory (stmatrix into
-// TMA-swizzled atoms) and out to global memory by one TMA store per atom, or by the math threads where
-// only some rows or columns may be written. The TMA store runs on while the next tile's main loop
-// starts; the tile's shared memory is rewritten only after bulk_wait_group_read0 says it was read.
+// The epilogue: a tile's FP32 sums to bf16 (stmatrix) or to e4m3 with per-row scales, through the output
+// tile in shared memory (TMA-swizzled atoms) and out to global memory by one TMA store per atom, or by the
+// math threads where only some rows or columns may be written. The TMA store runs on while the next tile's
+// main loop starts; the tile's shared memory is rewritten only after bulk_wait_group_read0 says it was read.
 #pragma once
 #include "config.cuh"
 #include "tile.cuh"
 #include "trace.cuh"
+#include "../ptx/convert.cuh"
 #include "../ptx/memory.cuh"
 #include "../ptx/stmatrix.cuh"
 #include "../ptx/tma.cuh"
@@ -18,10 +19,11 @@ struct Epilogue {
     static constexpr uint32_t kFrag = Cfg::kBlockN / 2;
     using Sums = float[kSlabs][kFrag];
 
-    // Byte address of output element (row, col) in the swizzled shared-memory tile; col % 8 == 0.
+    // Byte address of output element (row, col) in the swizzled shared-memory tile; the element's 16-byte
+    // chunk holds col .. col + 16 / kOutBytes - 1 (col a multiple of that for whole chunks).
     __device__ __forceinline__ static uint32_t tile_addr(uint32_t base, uint32_t row, uint32_t col) {
         const uint32_t atom = col / Cfg::kAtomCols;
-        uint32_t off = row * Cfg::kAtomBytes + (col % Cfg::kAtomCols) * 2;
+        uint32_t off = row * Cfg::kAtomBytes + (col % Cfg::kAtomCols) * Cfg::kOutBytes;
         if constexpr (Cfg::kSwizzleD != 0) off ^= ((off >> 7) & (Cfg::kSwizzleD / 16 - 1)) << 4;
         return base + atom * (Cfg::kBlockM * Cfg::kAtomBytes) + off;
     }
@@ -62,6 +64,63 @@ struct Epilogue {
         }
     }
 
+    // This thread's fragments as e4m3 into the output tile at `base`, and their scales: for each of its rows
+    // and 128-column groups, amax over the group's FP32 sums (the quad of lanes holding the row's columns
+    // shares it), floored at 1e-4; scale = amax / 448 (UE8M0: rounded up to a power of two); payload =
+    // saturate_e4m3(sum * (448 / amax)) (UE8M0: sum / scale), rounded to nearest even: the quantizers'
+    // recipe (cuda_src/quantize.cu). The quad's first lane writes the scales of rows below `valid` to
+    // scale[g * ld_scale + row].
+    // Stores: a lane holds 2 bytes of a row per 8-column fragment; lanes 2j and 2j+1 swap one fragment of
+    // each pair, so that each stores 4 consecutive bytes (8 stores a row and group, conflict-free through the
+    // 128-byte swizzle). Storing 2 bytes per fragment needed twice the addresses and made the contiguous
+    // kernel spill.
+    __device__ __forceinline__ static void write_tile_fp8(const Sums& sum, uint32_t base, float* __restrict__ scale,
+                                                          uint32_t ld_scale, uint32_t valid, uint32_t wg, uint32_t warp,
+                                                          uint32_t lane) {
+        static_assert(Cfg::kSwizzleD == 128 && Cfg::kAtomCols == 128, "one 128-byte swizzled atom per scale group");
+        const uint32_t q = lane % 4;
+        const bool odd = q & 1u;
+        // Byte of the row's 16-byte chunk this lane's word lands at: lanes 0, 1, 2, 3 -> 0, 8, 4, 12.
+        const uint32_t in_chunk = odd ? 8u + 2u * (q - 1u) : 2u * q;
+#pragma unroll
+        for (uint32_t w = 0; w < kSlabs; ++w) {
+#pragma unroll
+            for (uint32_t h = 0; h < 2; ++h) {
+                const uint32_t row = (wg * kSlabs + w) * 64 + warp * 16 + h * 8 + lane / 4;
+#pragma unroll
+                for (uint32_t g = 0; g < Cfg::kBlockN / 128; ++g) {
+                    float amax = 0.f;
+#pragma unroll
+                    for (uint32_t i = g * 16; i < g * 16 + 16; ++i)
+                        amax = fmaxf(amax, fmaxf(fabsf(sum[w][i * 4 + 2 * h]), fabsf(sum[w][i * 4 + 2 * h + 1])));
+                    amax = fmaxf(amax, __shfl_xor_sync(~0u, amax, 1));
+                    amax = fmaxf(fmaxf(amax, __shfl_xor_sync(~0u, amax, 2)), 1e-4f);
+                    float s, inv;
+                    if constexpr (Cfg::kOutFormat == OutFormat::kE4m3Ue8m0) {
+                        s = pow2_ceil(__fdiv_rn(amax, 448.f));
+                        inv = pow2_reciprocal(s);
+                    } else {
+                        s = __fdiv_rn(amax, 448.f);
+                        inv = __fdiv_rn(448.f, amax);
+                    }
+                    const uint32_t row_addr = base + g * (Cfg::kBlockM * 128) + row * 128 + in_chunk;
+#pragma unroll
+                    for (uint32_t j = 0; j < 8; ++j) {  // fragments i = 2j, 2j + 1 of the group: chunk j
+                        const uint32_t i = g * 16 + 2 * j;
+                        const uint32_t lo = f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 2 * h], inv),
+                                                                __fmul_rn(sum[w][i * 4 + 2 * h + 1], inv));
+                        const uint32_t hi = f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 4 + 2 * h], inv),
+                                                                __fmul_rn(sum[w][i * 4 + 4 + 2 * h + 1], inv));
+                        const uint32_t other = __shfl_xor_sync(~0u, odd ? lo : hi, 1);
+                        const uint32_t word = odd ? other | (hi << 16) : lo | (other << 16);
+                        st_shared_u32(row_addr + ((j ^ (row % 8)) << 4), word);
+                    }
+                    if (q == 0 && row < valid) scale[g * ld_scale + row] = s;
+                }
+            }
+        }
+    }
+
     // The whole tile, one TMA store per atom (thread `tid` < kNumAtoms stores atom tid). TMA clips rows
     // and columns past the tensor's end.
     __device__ __forceinline__ static void store_tma(const CUtensorMap& tmap_d, const uint8_t* tile, uint32_t tid,
@@ -86,14 +145,16 @@ struct Epilogue {
         named_barrier_sync(1, Cfg::kMathThreads);
         const uint32_t valid = min(t.rows - m0, Cfg::kBlockM);
         constexpr uint32_t kCols = kSplitTile ? Cfg::kBlockN / Cfg::kSplits : Cfg::kBlockN;
-        constexpr uint32_t kChunks = kCols / 8;  // 16-byte chunks a row
+        constexpr uint32_t kChunkCols = 16 / Cfg::kOutBytes;  // elements of a 16-byte chunk
+        constexpr uint32_t kChunks = kCols / kChunkCols;       // chunks a row
         const uint32_t c0 = kSplitTile ? (t.split - 1) * kCols : 0u;
+        uint8_t* const out = reinterpret_cast<uint8_t*>(d);
         for (uint32_t idx = threadIdx.x; idx < valid * kChunks; idx += Cfg::kMathThreads) {
-            const uint32_t r = idx / kChunks, c = c0 + (idx % kChunks) * 8;
+            const uint32_t r = idx / kChunks, c = c0 + (idx % kChunks) * kChunkCols;
             if (n0 + c < Cfg::kShapeN) {
                 uint32_t v0, v1, v2, v3;
                 ld_shared_v4_u32(tile_addr(base, r, c), v0, v1, v2, v3);
-                st_global_v4_u32(d + uint64_t(row0 + r) * ldd + n0 + c, v0, v1, v2, v3);
+                st_global_v4_u32(out + (uint64_t(row0 + r) * ldd + n0 + c) * Cfg::kOutBytes, v0, v1, v2, v3);
             }
         }
     }

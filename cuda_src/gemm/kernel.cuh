@@ -16,7 +16,7 @@ template <class Cfg>
 __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtensorMap& tmap_b,
                                          const CUtensorMap& tmap_sa, const CUtensorMap& tmap_d, const float* __restrict__ sb,
                                          const int32_t* __restrict__ layout, unsigned short* __restrict__ d,
-                                         uint32_t ldd, uint32_t m) {
+                                         uint32_t ldd, uint32_t m, float* __restrict__ d_scale, uint32_t ld_scale) {
     using Tiles = TilePolicy<Cfg>;
     extern __shared__ __align__(1024) uint8_t smem[];
     const SharedMemory<Cfg> sm(smem);
@@ -72,7 +72,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
         Producer<Cfg>{tmap_a, tmap_b, tmap_sa, sm, tiles, ring, cta_rank, tx_bytes}.run(tid, warp, lane);
     } else {
         setmaxnreg_inc<Cfg::kNumMathWG == 1 ? 240 : 232>();
-        MathWarpgroups<Cfg>{tmap_d, sb, d, ldd, sm, tiles, ring, wg, tid, warp, lane}.run();
+        MathWarpgroups<Cfg>{tmap_d, sb, d, ldd, d_scale, ld_scale, sm, tiles, ring, wg, tid, warp, lane}.run();
     }
     CG8_MARK(kTraceEnd);
     // Neither CTA of a multicast pair may exit while the other can still arrive on its barriers.

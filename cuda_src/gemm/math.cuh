@@ -20,6 +20,8 @@ struct MathWarpgroups {
     const float* __restrict__ sb;
     unsigned short* __restrict__ d;
     uint32_t ldd;
+    float* __restrict__ d_scale;  // e4m3 output: its scales, M-major ([group][n / 128][ld_scale] floats)
+    uint32_t ld_scale;
     const SharedMemory<Cfg>& sm;
     Tiles& tiles;                 // the tile walk (the kernel's)
     RingPosition<Cfg>& ring;      // the position in the stage ring (the kernel's)
@@ -127,7 +129,16 @@ struct MathWarpgroups {
         // The output tile is rewritten only once the previous tile's TMA store has read it.
         if (loop.store_thread) bulk_wait_group_read0();
         named_barrier_sync(1, Cfg::kMathThreads);
-        Out::write_tile(loop.sum, loop.smem_d_addr, wg, warp, lane);
+        if constexpr (Cfg::kOutFp8) {
+            // Scales for rows of the tile below `valid` (rows past M, or past a masked group's count, stay as
+            // they are), at row m0 + r of the group's scale block.
+            const uint32_t valid = min(t.rows - m0, Cfg::kBlockM);
+            float* scale = d_scale + (uint64_t(Cfg::kLayout == Layout::kMasked ? uint32_t(t.group) : 0u) * Cfg::kScaleRowsB +
+                                      n0 / 128) * ld_scale + m0;
+            Out::write_tile_fp8(loop.sum, loop.smem_d_addr, scale, ld_scale, valid, wg, warp, lane);
+        } else {
+            Out::write_tile(loop.sum, loop.smem_d_addr, wg, warp, lane);
+        }
         const bool by_threads = kSplitTile || (Tiles::kStoresByThreads && tiles.store_by_threads(t));
         if (!by_threads) {
             Out::store_tma(tmap_d, sm.d, tid, loop.store_thread, n0, row0);

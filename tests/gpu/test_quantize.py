@@ -39,18 +39,32 @@ def assert_same(gpu, ref):
     assert np.array_equal(s.view(np.uint32), s_ref.view(np.uint32)), "scales differ"
 
 
+@pytest.mark.parametrize("scale_format", ["float32", "ue8m0"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape", SHAPES_2D + SHAPES_3D, ids=str)
-def test_per_token_bitwise(shape, dtype):
+def test_per_token_bitwise(shape, dtype, scale_format):
+    # K % 8 == 0 takes the vectorized kernel, the others the scalar one.
     x = random_input(sum(shape), shape, dtype)
-    assert_same(per_token_cast_to_fp8(cupy.asarray(x)), per_token_cast_to_fp8_numpy(x))
+    assert_same(per_token_cast_to_fp8(cupy.asarray(x), scale_format),
+                per_token_cast_to_fp8_numpy(x, scale_format))
 
 
+@pytest.mark.parametrize("scale_format", ["float32", "ue8m0"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape", SHAPES_2D + SHAPES_3D, ids=str)
-def test_per_block_bitwise(shape, dtype):
+def test_per_block_bitwise(shape, dtype, scale_format):
     x = random_input(sum(shape) + 1, shape, dtype)
-    assert_same(per_block_cast_to_fp8(cupy.asarray(x)), per_block_cast_to_fp8_numpy(x))
+    assert_same(per_block_cast_to_fp8(cupy.asarray(x), scale_format),
+                per_block_cast_to_fp8_numpy(x, scale_format))
+
+
+def test_ue8m0_scales_are_powers_of_two_rounded_up():
+    x = random_input(3, (64, 1024), np.float32)
+    q, s = per_token_cast_to_fp8(cupy.asarray(x), "ue8m0")
+    s = cupy.asnumpy(s)
+    _, s_float = per_token_cast_to_fp8_numpy(x)
+    assert np.all(s.view(np.uint32) & 0x7FFFFF == 0), "a UE8M0 scale with mantissa bits"
+    assert np.all(s >= s_float) and np.all(s < 2 * s_float)
 
 
 def test_non_contiguous_input():
@@ -70,6 +84,15 @@ def test_extreme_values_bitwise():
         assert_same(gpu(cupy.asarray(x)), ref(x))
 
 
+def test_extreme_values_ue8m0_bitwise():
+    x = np.zeros((3, 256), np.float32)
+    x[0, :3] = [3.4e38, -1e-38, 448.0]
+    x[1, :2] = [1e-30, 2.0 ** -20]
+    for gpu, ref in ((per_token_cast_to_fp8, per_token_cast_to_fp8_numpy),
+                     (per_block_cast_to_fp8, per_block_cast_to_fp8_numpy)):
+        assert_same(gpu(cupy.asarray(x), "ue8m0"), ref(x, "ue8m0"))
+
+
 def test_quantizer_input_errors():
     with pytest.raises(TypeError, match="^x "):
         per_token_cast_to_fp8(np.zeros((4, 4), np.float32))
@@ -77,6 +100,10 @@ def test_quantizer_input_errors():
         per_block_cast_to_fp8(cupy.zeros((4, 4), cupy.float64))
     with pytest.raises(ValueError, match="^x "):
         per_token_cast_to_fp8(cupy.zeros(4, cupy.float32))
+    with pytest.raises(ValueError, match="^scale_format "):
+        per_token_cast_to_fp8(cupy.zeros((4, 4), cupy.float32), "e8m0")
+    with pytest.raises(TypeError, match="^scale_format "):
+        per_block_cast_to_fp8(cupy.zeros((4, 4), cupy.float32), None)
 
 
 # --------------------------------------------------------------------------- A-scale layout

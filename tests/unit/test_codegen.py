@@ -20,7 +20,7 @@ def compiled():
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.layout}-n{c.n}-k{c.k}-g{c.num_groups}-"
-                         f"{c.block_m}x{c.block_n}x{c.stages}s{c.splits}")
+                         f"{c.block_m}x{c.block_n}x{c.stages}s{c.splits}" + ("-" + c.out_format if c.out_fp8 else ""))
 def test_config_compiles_with_expected_sass(cfg, compiled):
     cubin, log = compiled[cfg]
     # ptxas serializes the wgmma pipeline (C7510 and kin: a call boundary, register pressure) with only a
@@ -39,6 +39,10 @@ def test_config_compiles_with_expected_sass(cfg, compiled):
     assert ("UTMASTG" in names) == (cfg.split_k == 1), "TMA stores"
     assert (cfg.cluster == 2) == any(op.startswith("UTMALDG.2D.MULTICAST") for op in ops), "multicast loads"
     assert not names & {"LDL", "STL"}, "local memory (spills) in the kernel"
+    # The output's format: e4m3 packed from FP32 (and no stmatrix of bf16 pairs), or bf16 only.
+    e4m3_out = any(op.startswith("F2FP.SATFINITE.E4M3.F32") for op in ops)
+    assert e4m3_out == cfg.out_fp8, "e4m3 conversion exactly in e4m3-output kernels"
+    assert ("STSM" in names) != cfg.out_fp8, "stmatrix exactly in bf16-output kernels"
     usage = sass.resource_usage(cubin)
     kern = usage[fp8_gemm.KERNEL_NAME]
     assert kern["STACK"] == 0 and kern.get("LOCAL", 0) == 0

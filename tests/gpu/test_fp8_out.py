@@ -1,0 +1,161 @@
+"""GPU tier, e4m3 output (out_dtype="float8_e4m3"): payload and scales against the library's quantizer
+applied to the float64 product, in all three layouts; chains; repeats (skipped without a Hopper GPU)."""
+import cupy
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hopper import requires_hopper
+from problems import PROPERTY_SETTINGS, calc_diff, dequant_a, dequant_b, make_contiguous, make_dense, make_masked
+
+import cugemm8
+from cugemm8.quantize import AMAX_FLOOR, fp8_e4m3_to_float, per_token_cast_to_fp8_numpy, quantize_scale
+
+pytestmark = [pytest.mark.gpu, requires_hopper]
+
+FORMATS = ["float32", "ue8m0"]
+FLOOR_SCALE = {f: float(quantize_scale(np.float32([AMAX_FLOOR]), f)[0][0]) for f in FORMATS}
+
+
+def reference_product(a, sa, b, sb):
+    k, n = a.shape[-1], b.shape[-2]
+    return cupy.asnumpy(dequant_a(a, sa, k) @ dequant_b(b, sb, n, k).swapaxes(-1, -2))
+
+
+def check_fp8(q, s, ref, scale_format, rows=None):
+    """q (e4m3 bits) and s (scales [..., M, ceil(N/128)]) against the float64 product `ref`, rows [:rows]:
+    - scales: the quantizer's rule on ref, within the FP32 accumulation's rounding (UE8M0: equal, or one
+      power of two off where amax / 448 lies within that rounding of a power of two);
+    - payload: every value within half an e4m3 step of ref (relative 2^-4, or 2^-10 scales in the subnormal
+      range) plus the accumulation's rounding, and nearly all codes equal to the quantizer's on ref."""
+    q, s = cupy.asnumpy(q), cupy.asnumpy(s)
+    if rows is not None:
+        q, s, ref = q[:rows], s[:rows], ref[:rows]
+    n = q.shape[-1]
+    q_ref, s_ref = per_token_cast_to_fp8_numpy(ref.astype(np.float32), scale_format)
+    assert np.all(np.isfinite(s)) and np.all(s > 0), "scales not written or not positive"
+    rel = np.abs(s / s_ref - 1)
+    if scale_format == "float32":
+        assert rel.max() < 1e-4, f"scale off by {rel.max():.2e} relative"
+    else:
+        assert np.all((rel == 0) | (np.abs(rel - 1) < 1e-6) | (np.abs(rel - 0.5) < 1e-6)), "UE8M0 scale off"
+        assert np.mean(rel == 0) > 0.999
+        assert np.all(s.view(np.uint32) & 0x7FFFFF == 0), "a UE8M0 scale with mantissa bits"
+    deq = fp8_e4m3_to_float(q).reshape(q.shape) * np.repeat(s, 128, axis=-1)[..., :n]
+    scale_full = np.repeat(s, 128, axis=-1)[..., :n].astype(np.float64)
+    amax = np.repeat(np.maximum(_group_amax(ref), AMAX_FLOOR), 128, axis=-1)[..., :n]
+    bound = np.maximum(np.abs(ref) * 2.0 ** -4, scale_full * 2.0 ** -10) * 1.001 + amax * 1e-5
+    err = np.abs(deq - ref)
+    assert np.all(err <= bound), f"payload off: worst {np.max(err / bound):.3f} of the bound"
+    same = np.mean(q == q_ref)
+    assert same > 0.999, f"only {same:.5f} of the codes equal the quantizer's on the float64 product"
+
+
+def _group_amax(ref):
+    """max |ref| per row and 128-column group."""
+    n = ref.shape[-1]
+    pad = np.zeros(ref.shape[:-1] + (-(-n // 128) * 128,))
+    pad[..., :n] = np.abs(ref)
+    return pad.reshape(*ref.shape[:-1], -1, 128).max(axis=-1)
+
+
+@pytest.mark.parametrize("scale_format", FORMATS)
+@pytest.mark.parametrize("m,n,k", [(1, 128, 128), (64, 2112, 7168), (200, 1000 - 8, 1040), (4096, 7168, 2048),
+                                   (129, 4096, 512), (3000, 256, 7168), (7, 16, 112)])
+def test_matmul_fp8_out(m, n, k, scale_format):
+    _, _, a, sa, b, sb = make_dense(m, n, k, seed=m + n + k)
+    q, s = cugemm8.matmul(a, sa, b, sb, out_dtype="float8_e4m3", scale_format=scale_format)
+    assert q.dtype == cupy.uint8 and q.shape == (m, n) and s.dtype == cupy.float32 and s.shape == (m, -(-n // 128))
+    check_fp8(q, s, reference_product(a, sa, b, sb), scale_format)
+    # Repeats are bitwise equal, and writing in place gives the same bytes.
+    q2, s2 = cupy.full((m, n), 0x7F, dtype=cupy.uint8), cugemm8.empty_scale((m, -(-n // 128)))
+    out = cugemm8.matmul(a, sa, b, sb, out=q2, out_scale=s2, out_dtype="float8_e4m3", scale_format=scale_format)
+    assert out[0] is q2 and out[1] is s2
+    assert bool((q2 == q).all()) and bool((s2.view(cupy.uint32) == s.view(cupy.uint32)).all())
+
+
+@PROPERTY_SETTINGS
+@given(m=st.integers(1, 700), n=st.integers(1, 160).map(lambda v: 16 * v), k=st.integers(1, 80).map(lambda v: 16 * v),
+       scale_format=st.sampled_from(FORMATS), seed=st.integers(0, 2**31 - 1))
+def test_matmul_fp8_out_property(m, n, k, scale_format, seed):
+    _, _, a, sa, b, sb = make_dense(m, n, k, seed)
+    q, s = cugemm8.matmul(a, sa, b, sb, out_dtype="float8_e4m3", scale_format=scale_format)
+    check_fp8(q, s, reference_product(a, sa, b, sb), scale_format)
+
+
+def test_zero_rows_give_the_floor_scale():
+    m, n, k = 70, 256, 256
+    _, _, a, sa, b, sb = make_dense(m, n, k, seed=5)
+    a[3] = 0
+    for fmt in FORMATS:
+        q, s = cugemm8.matmul(a, sa, b, sb, out_dtype="float8_e4m3", scale_format=fmt)
+        assert bool((q[3] == 0).all())
+        assert np.all(cupy.asnumpy(s[3]) == np.float32(FLOOR_SCALE[fmt]))
+
+
+def test_chain_fp8_output_feeds_the_next_gemm():
+    """GEMM 1's (out, out_scale) is GEMM 2's (a, a_scale) with no copy; the chain stays close to float64."""
+    m, h, n, k = 256, 1024, 512, 2048
+    x, w1, a, sa, b1, sb1 = make_dense(m, h, k, seed=11)
+    w2 = cupy.random.default_rng(12).standard_normal((n, h), dtype=cupy.float32)
+    b2, sb2 = cugemm8.per_block_cast_to_fp8(w2)
+    for fmt in FORMATS:
+        q, s = cugemm8.matmul(a, sa, b1, sb1, out_dtype="float8_e4m3", scale_format=fmt)
+        assert cugemm8.get_col_major_tma_aligned_tensor(s) is s  # the layout a_scale takes as it is
+        d = cugemm8.matmul(q, s, b2, sb2)
+        chain = (x.astype(cupy.float64) @ w1.astype(cupy.float64).T) @ w2.astype(cupy.float64).T
+        diff = calc_diff(d, chain)
+        assert diff < 2e-3, f"calc_diff {diff:.2e} of the FP8 chain against float64"
+
+
+def test_fused_error_not_above_unfused():
+    """Quantizing the FP32 accumulators is at least as accurate as quantizing the bf16 output."""
+    m, n, k = 512, 2048, 4096
+    _, _, a, sa, b, sb = make_dense(m, n, k, seed=21)
+    ref = reference_product(a, sa, b, sb)
+    q, s = cugemm8.matmul(a, sa, b, sb, out_dtype="float8_e4m3")
+    fused = fp8_e4m3_to_float(cupy.asnumpy(q)).reshape(m, n) * np.repeat(cupy.asnumpy(s), 128, axis=-1)
+    q_u, s_u = cugemm8.per_token_cast_to_fp8(cugemm8.matmul(a, sa, b, sb))
+    unfused = fp8_e4m3_to_float(cupy.asnumpy(q_u)).reshape(m, n) * np.repeat(cupy.asnumpy(s_u), 128, axis=-1)
+    e_fused, e_unfused = np.abs(fused - ref).mean(), np.abs(unfused - ref).mean()
+    assert e_fused <= e_unfused, f"fused mean error {e_fused:.3e} > unfused {e_unfused:.3e}"
+
+
+@pytest.mark.parametrize("scale_format", FORMATS)
+def test_masked_fp8_out(scale_format):
+    groups, max_m, n, k = 6, 192, 640, 1024
+    _, _, a, sa, b, sb = make_masked(groups, max_m, n, k, seed=3)
+    masked_m = cupy.asarray(np.array([0, 1, 64, 100, 192, 130], dtype=np.int32))
+    q = cupy.full((groups, max_m, n), 0x5A, dtype=cupy.uint8)
+    s = cugemm8.empty_scale((groups, max_m, n // 128))
+    s[...] = -1.0
+    cugemm8.m_grouped_matmul_masked(a, sa, b, sb, masked_m, 64, out=q, out_scale=s, out_dtype="float8_e4m3",
+                                    scale_format=scale_format)
+    ref = reference_product(a, sa, b, sb)
+    for g, rows in enumerate(cupy.asnumpy(masked_m)):
+        if rows:
+            check_fp8(q[g], s[g], ref[g], scale_format, rows=rows)
+        assert bool((q[g, rows:] == 0x5A).all()), f"group {g}: payload past masked_m written"
+        assert bool((s[g, rows:] == -1.0).all()), f"group {g}: scales past masked_m written"
+
+
+@pytest.mark.parametrize("scale_format", FORMATS)
+def test_contiguous_fp8_out(scale_format):
+    rows = [100, 0, 64, 1, 250]
+    n, k = 384, 768
+    _, _, a, sa, b, sb, idx = make_contiguous(rows, n, k, seed=4)
+    q, s = cugemm8.m_grouped_matmul_contiguous(a, sa, b, sb, idx, out_dtype="float8_e4m3", scale_format=scale_format)
+    idx_h = cupy.asnumpy(idx)
+    full, wb = dequant_a(a, sa, k), dequant_b(b, sb, n, k)
+    ref = np.zeros((a.shape[0], n))  # each row's product with its expert's weights
+    for g in range(len(rows)):
+        sel = np.nonzero(idx_h == g)[0]
+        if sel.size:
+            ref[sel] = cupy.asnumpy(full[cupy.asarray(sel)] @ wb[g].T)
+    valid = idx_h >= 0
+    check_fp8(q[cupy.asarray(np.nonzero(valid)[0])], s[cupy.asarray(np.nonzero(valid)[0])], ref[valid],
+              scale_format)
+    pad = cupy.asarray(np.nonzero(~valid)[0])
+    assert bool((q[pad] == 0).all()), "padding rows' payload not zero"
+    assert np.all(cupy.asnumpy(s[pad]) == np.float32(FLOOR_SCALE[scale_format])), "padding rows' scale"
