@@ -40,14 +40,14 @@ def _problem(env: Env, shape: Shape):
     """(call(**kw), exact rows as [(row selector, float64 product)], output shape, label extras)."""
     cp, cg = env.cp, env.cg
     g, n, k = shape.groups, shape.n, shape.k
-    if shape.layout == "normal":
+    if shape.kind == "normal":
         x, w = env.randn((shape.m, k)), env.randn((n, k))
         a, _, sa, _ = quantize_a(cg, x)
         b, sb = quantize_b(cg, w)
         call = lambda **kw: cg.matmul(a, sa, b, sb, **kw)  # noqa: E731
         rows, out_shape, extra = [slice(None)], (shape.m, n), {}
         exact = [_dequant(cp, a, sa, k) @ _dequant_b(cp, b, sb, n, k).T]
-    elif shape.layout == "contiguous":
+    elif shape.kind == "contiguous":
         idx, seg = contiguous_m_indices(g, shape.m, cg.get_m_alignment_for_contiguous_layout())
         x, w = env.randn((g * seg, k)), env.randn((g, n, k))
         a, _, sa, _ = quantize_a(cg, x)
@@ -80,11 +80,11 @@ def _dequant_b(cp, q, s, n, k):
 def _fused_config(env: Env, shape: Shape) -> dict | None:
     import dataclasses
 
-    rows = shape.m if shape.layout == "masked" else shape.m * shape.groups
-    if shape.layout == "contiguous":
+    rows = shape.m if shape.kind == "masked" else shape.m * shape.groups
+    if shape.kind == "contiguous":
         rows = contiguous_m_indices(shape.groups, shape.m, env.cg.get_m_alignment_for_contiguous_layout())[0].size
     try:
-        plan = env.cg.heuristics.choose(shape.layout, rows, shape.n, shape.k, shape.groups, env.num_sms, "float8_e4m3")
+        plan = env.cg.heuristics.choose(shape.kind, rows, shape.n, shape.k, shape.groups, env.num_sms, "float8_e4m3")
         return {"config": dataclasses.asdict(plan.config), "grid": plan.grid}
     except Exception as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
@@ -97,7 +97,7 @@ def bench_shape(env: Env, shape: Shape, reps: int) -> dict:
     bf16 = cp.empty(out_shape, dtype=cg.api.BF16)
     q = cp.empty(out_shape, dtype=cp.uint8)
     s = cg.empty_scale(out_shape[:-1] + (-(-n // 128),))
-    row = {"layout": shape.layout, "groups": shape.groups, "m": shape.m, "n": n, "k": shape.k, **extra,
+    row = {"layout": shape.kind, "groups": shape.groups, "m": shape.m, "n": n, "k": shape.k, **extra,
            "fused_config": _fused_config(env, shape)}
 
     def fused():
@@ -161,12 +161,12 @@ def run_fp8_out(env: Env, args) -> dict:
     for shape in shapes:
         try:
             r = bench_shape(env, shape, args.reps)
-            print(f"{shape.label():>34} | {r['fused_s'] * 1e6:9.1f} {r['unfused_s'] * 1e6:9.1f} "
+            print(f"{shape.label:>34} | {r['fused_s'] * 1e6:9.1f} {r['unfused_s'] * 1e6:9.1f} "
                   f"{r['bf16_s'] * 1e6:9.1f} | {r['speedup_over_unfused']:9.3f} {r['fused_over_bf16']:10.3f} | "
                   f"{r['fused_error']:9.2e} {r['unfused_error']:9.2e}", flush=True)
         except Exception as exc:
-            r = {"shape": shape.label(), "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
-            print(f"{shape.label():>34} | error: {r['error']}", flush=True)
+            r = {"shape": shape.label, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+            print(f"{shape.label:>34} | error: {r['error']}", flush=True)
         rows.append(r)
         env.free()
     ok = [r for r in rows if "error" not in r]

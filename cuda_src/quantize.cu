@@ -74,9 +74,9 @@ extern "C" __global__ void per_token_cast_to_fp8(const void* __restrict__ x, int
     }
 }
 
-// The same for cols % 8 == 0 (rows then start on 16-byte boundaries of a 16-bit input, 32 of a float32 one):
-// 16 lanes per 1x128 tile, each loading 8 consecutive elements at once and storing their 8 bytes, and two
-// tiles per half-warp in flight. Same results as per_token_cast_to_fp8.
+// The same for cols % 8 == 0 (rows then start on 16-byte boundaries of a 16-bit input, 32 of a float32 one)
+// and fewer than 2^31 tiles: 16 lanes per 1x128 tile, each loading 8 consecutive elements at once and storing
+// their 8 bytes, three tiles per half-warp in flight. Same results as per_token_cast_to_fp8.
 template <int kInKind>
 __device__ __forceinline__ void load8(const void* x, long long i, float (&v)[8]) {
     if constexpr (kInKind == 0) {
@@ -102,27 +102,31 @@ __device__ __forceinline__ void load8(const void* x, long long i, float (&v)[8])
 
 template <int kInKind>
 __device__ __forceinline__ void per_token_vec(const void* __restrict__ x, unsigned char* __restrict__ q,
-                                              float* __restrict__ scale, long long rows, int cols, int kblocks,
+                                              float* __restrict__ scale, unsigned int rows, int cols, int kblocks,
                                               int ue8m0) {
+    constexpr int kTiles = 3;  // tiles in flight per half-warp
     const int sub = threadIdx.x & 15;  // lane within the half-warp
-    const long long num_tiles = rows * kblocks;
-    const long long thread = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
-    const long long step = (static_cast<long long>(gridDim.x) * blockDim.x) >> 4;  // half-warps in the grid
-    // Each warp takes tiles w0, w0 + 1 (its halves) and those plus `step`; the loop is warp-uniform (the
-    // shuffles span the warp).
-    for (long long w0 = (thread >> 5) * 2; w0 < num_tiles; w0 += 2 * step) {
-        float v[2][8], amax[2];
-        long long at[2];
-        bool live[2];  // this thread's 8 elements exist (cols % 8 == 0: all of them or none)
+    // 32-bit tile indices (the host sends more than 2^31 tiles to the scalar kernel): a 64-bit division per
+    // tile held the kernel to ~60% of the copy bandwidth.
+    const unsigned int num_tiles = rows * static_cast<unsigned int>(kblocks);
+    const unsigned int thread = blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned int step = (gridDim.x * blockDim.x) >> 4;  // half-warps in the grid
+    // Each warp takes tiles w0, w0 + 1 (its halves) and those plus `step`, 2 * step, ...; the loop is
+    // warp-uniform (the shuffles span the warp).
+    for (unsigned int w0 = (thread >> 5) * 2; w0 < num_tiles; w0 += kTiles * step) {
+        float v[kTiles][8], amax[kTiles];
+        long long at[kTiles];
+        bool live[kTiles];  // this thread's 8 elements exist (cols % 8 == 0: all of them or none)
+        unsigned int tile[kTiles];
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
-            const long long tile = w0 + ((thread >> 4) & 1) + u * step;
-            live[u] = tile < num_tiles;
-            const long long row = live[u] ? tile / kblocks : 0;
-            const int col = static_cast<int>((live[u] ? tile : 0) - row * kblocks) * 128 + sub * 8;
-            at[u] = row * cols + col;
+        for (int u = 0; u < kTiles; ++u) {
+            tile[u] = w0 + ((thread >> 4) & 1u) + u * step;
+            const bool exists = tile[u] < num_tiles;
+            const unsigned int row = exists ? tile[u] / kblocks : 0u;
+            const int col = static_cast<int>((exists ? tile[u] : 0u) - row * kblocks) * 128 + sub * 8;
+            at[u] = static_cast<long long>(row) * cols + col;
+            live[u] = exists && col < cols;
             amax[u] = 0.0f;
-            live[u] = live[u] && col < cols;
             if (live[u]) {
                 load8<kInKind>(x, at[u], v[u]);
             } else {
@@ -133,13 +137,12 @@ __device__ __forceinline__ void per_token_vec(const void* __restrict__ x, unsign
             for (int j = 0; j < 8; ++j) amax[u] = fmaxf(amax[u], fabsf(v[u][j]));
         }
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
+        for (int u = 0; u < kTiles; ++u) {
 #pragma unroll
             for (int offset = 8; offset > 0; offset >>= 1)
                 amax[u] = fmaxf(amax[u], __shfl_xor_sync(0xffffffffu, amax[u], offset));
             float s, inv;
             scale_of(fmaxf(amax[u], 1e-4f), ue8m0, s, inv);
-            const long long tile = w0 + ((thread >> 4) & 1) + u * step;
             if (live[u]) {
                 unsigned int packed[2];
 #pragma unroll
@@ -152,14 +155,15 @@ __device__ __forceinline__ void per_token_vec(const void* __restrict__ x, unsign
                 }
                 *reinterpret_cast<uint2*>(q + at[u]) = make_uint2(packed[0], packed[1]);
             }
-            if (tile < num_tiles && sub == 0) scale[tile] = s;
+            if (tile[u] < num_tiles && sub == 0) scale[tile[u]] = s;
         }
     }
 }
 
-extern "C" __global__ void per_token_cast_to_fp8_vec(const void* __restrict__ x, int in_kind,
+// 256 threads, at most 64 registers: 4 CTAs (32 warps) resident per SM; launched as that many per SM.
+extern "C" __global__ void __launch_bounds__(256, 4) per_token_cast_to_fp8_vec(const void* __restrict__ x, int in_kind,
                                                      unsigned char* __restrict__ q, float* __restrict__ scale,
-                                                     long long rows, int cols, int kblocks, int ue8m0) {
+                                                     unsigned int rows, int cols, int kblocks, int ue8m0) {
     if (in_kind == 0) per_token_vec<0>(x, q, scale, rows, cols, kblocks, ue8m0);
     else if (in_kind == 1) per_token_vec<1>(x, q, scale, rows, cols, kblocks, ue8m0);
     else per_token_vec<2>(x, q, scale, rows, cols, kblocks, ue8m0);

@@ -14,6 +14,7 @@ which serve as the reference.
 """
 from __future__ import annotations
 
+import functools
 import threading
 
 import cupy
@@ -96,19 +97,22 @@ def per_token_cast_to_fp8(x, scale_format: str = "float32"):
         scale = cupy.empty(x.shape[:-1] + (kb,), dtype=cupy.float32)
         tiles = rows * kb
         if tiles:
-            args = (x, np.int32(kind), q, scale, np.int64(rows), np.int32(k), np.int32(kb), np.int32(ue8m0))
-            if k % 8 == 0:  # 16-byte loads: two tiles per warp, two in flight per half-warp
-                grid = min(_ceil_div(tiles, 32), 8 * _sm_count(device))
-                _kernel("per_token_cast_to_fp8_vec")((grid,), (256,), args)
+            if k % 8 == 0 and tiles < 2**31:  # 16-byte loads, 32-bit tile indices: a tile per half-warp
+                grid = min(_ceil_div(tiles, 16 * 3), 4 * _sm_count(device))  # one resident wave
+                _kernel("per_token_cast_to_fp8_vec")((grid,), (256,), (
+                    x, np.int32(kind), q, scale, np.uint32(rows), np.int32(k), np.int32(kb), np.int32(ue8m0)))
             else:
                 warps_per_block = 8
                 grid = min(_ceil_div(tiles, warps_per_block), 1 << 16)
-                _kernel("per_token_cast_to_fp8")((grid,), (32 * warps_per_block,), args)
+                _kernel("per_token_cast_to_fp8")((grid,), (32 * warps_per_block,), (
+                    x, np.int32(kind), q, scale, np.int64(rows), np.int32(k), np.int32(kb), np.int32(ue8m0)))
     return q, scale
 
 
+@functools.lru_cache(maxsize=None)
 def _sm_count(device: int) -> int:
-    return cupy.cuda.runtime.getDeviceProperties(device)["multiProcessorCount"]
+    # cached: the properties query takes about a millisecond
+    return cupy.cuda.runtime.deviceGetAttribute(cupy.cuda.runtime.cudaDevAttrMultiProcessorCount, device)
 
 
 def per_block_cast_to_fp8(w, scale_format: str = "float32"):
