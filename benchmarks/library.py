@@ -37,9 +37,9 @@ class Library:
     def KernelConfig(self):  # noqa: N802 - a class
         return self.heuristics.KernelConfig
 
-    def choose(self, layout: str, m: int, n: int, k: int, groups: int, num_sms: int):
-        """The LaunchPlan (config, grid, num_tiles) the API would use."""
-        return self.heuristics.choose(layout, m, n, k, groups, num_sms)
+    def choose(self, layout: str, m: int, n: int, k: int, groups: int, num_sms: int, *out_format):
+        """The LaunchPlan (config, grid, num_tiles) the API would use (for an output format, where given)."""
+        return self.heuristics.choose(layout, m, n, k, groups, num_sms, *out_format)
 
     def make_config(self, layout: str, n: int, k: int, groups: int, block_m: int, block_n: int, **kw):
         return self.heuristics.make_config(layout, n, k, groups, block_m, block_n, **kw)

@@ -115,16 +115,40 @@ EDGE_CASES = [
      "m": 300, "n": 520, "k": 1808, "force": (64, 128), "split_k": 4, "num_sms": 8, "a_scale": "aligned"},
     {"name": "edge dense split K over 2 (64x16, M=1, N=8)", "layout": "normal", "m": 1, "n": 8, "k": 256,
      "force": (64, 16), "split_k": 2, "a_scale": "aligned"},
+    # e4m3 output: split K over 2, 4 and 8 (the row amax exchange), uneven shares, partial tiles; UE8M0; the
+    # grouped layouts' untouched rows and padding rows
+    {"name": "edge e4m3 out split K over 8 (64x128, M=3, K=1040)", "layout": "normal", "m": 3, "n": 208, "k": 1040,
+     "force": (64, 128), "split_k": 8, "out_dtype": "float8_e4m3", "a_scale": "aligned"},
+    {"name": "edge e4m3 out split K over 4, several tiles a cluster (128x128, M=300, 8 CTAs)", "layout": "normal",
+     "m": 300, "n": 512, "k": 1808, "force": (128, 128), "split_k": 4, "num_sms": 8, "out_dtype": "float8_e4m3",
+     "a_scale": "aligned"},
+    {"name": "edge e4m3 out split K over 2, UE8M0 (64x128, M=1)", "layout": "normal", "m": 1, "n": 128, "k": 256,
+     "force": (64, 128), "split_k": 2, "out_dtype": "float8_e4m3", "scale_format": "ue8m0", "a_scale": "aligned"},
+    {"name": "edge e4m3 out dense M=200 (heuristic)", "layout": "normal", "m": 200, "n": 992, "k": 1040,
+     "out_dtype": "float8_e4m3", "a_scale": "rowmajor"},
+    {"name": "edge e4m3 out masked empty/full groups", "layout": "masked", "groups": 4, "max_m": 100, "n": 256,
+     "k": 256, "masked_m": [0, 100, 37, 0], "expected_m": 64, "out_dtype": "float8_e4m3", "a_scale": "aligned"},
+    {"name": "edge e4m3 out contiguous whole padding blocks", "layout": "contiguous", "groups": 3, "n": 256, "k": 256,
+     "m_indices": contiguous_ids([(0, 100), (-1, 28), (-1, 128), (2, 128), (-1, 128)]), "out_dtype": "float8_e4m3",
+     "a_scale": "aligned"},
 ]
 
 
 def plan_inputs(case: dict) -> tuple:
     """(layout, plan_m, n, k, groups) the API hands the heuristic for an unforced case."""
+    fmt = out_format(case)
     if case["layout"] == "normal":
-        return "normal", case["m"], case["n"], case["k"], 1
+        return "normal", case["m"], case["n"], case["k"], 1, fmt
     if case["layout"] == "contiguous":
-        return "contiguous", len(case["m_indices"]), case["n"], case["k"], case["groups"]
-    return "masked", min(case["expected_m"], case["max_m"]) or 1, case["n"], case["k"], case["groups"]
+        return "contiguous", len(case["m_indices"]), case["n"], case["k"], case["groups"], fmt
+    return "masked", min(case["expected_m"], case["max_m"]) or 1, case["n"], case["k"], case["groups"], fmt
+
+
+def out_format(case: dict) -> str:
+    """The kernel's output format (heuristics.OUT_FORMATS) of a case."""
+    if case.get("out_dtype") != "float8_e4m3":
+        return "bfloat16"
+    return "float8_e4m3_ue8m0" if case.get("scale_format") == "ue8m0" else "float8_e4m3"
 
 
 def build_cases(num_sms: int, tiny: bool) -> tuple[list[dict], str]:
@@ -138,10 +162,13 @@ def build_cases(num_sms: int, tiny: bool) -> tuple[list[dict], str]:
     for edge in EDGE_CASES:
         case = dict(edge)
         if "force" in case:   # an explicit tile shape instead of the heuristic's (split as it would split)
+            extra = {"split_k": case.pop("split_k")} if "split_k" in case else {}
+            if out_format(case) != "bfloat16":
+                extra["out_format"] = out_format(case)
             case["config"] = dataclasses.asdict(lib.make_config(
-                case["layout"], case["n"], case["k"], case.get("groups", 1), *case.pop("force"),
-                **({"split_k": case.pop("split_k")} if "split_k" in case else {})))
-        cfg = lib.choose(*plan_inputs(case), num_sms).config
+                case["layout"], case["n"], case["k"], case.get("groups", 1), *case.pop("force"), **extra))
+        inputs = plan_inputs(case)
+        cfg = lib.choose(*inputs[:5], num_sms, *inputs[5:]).config
         case["chosen"] = dataclasses.asdict(cfg)
         cases.append(case)
     return cases, source
@@ -154,7 +181,8 @@ def case_configs(cases: list[dict], num_sms: int) -> list:
         if "config" in case:
             out.append(lib.config(case["config"]))
         else:
-            out.append(lib.choose(*plan_inputs(case), num_sms).config)
+            inputs = plan_inputs(case)
+            out.append(lib.choose(*inputs[:5], num_sms, *inputs[5:]).config)
     return list(dict.fromkeys(out))
 
 

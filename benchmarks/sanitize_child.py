@@ -70,8 +70,9 @@ def run_case(case: dict, tiny: bool) -> str:
             tiles = -(-case["max_m"] // cfg.block_m) * cfg.num_n_blocks * groups
         grid = lib.grid_for(cfg, max(tiles, 1), num_sms)   # as the API would launch it
 
-        def forced(layout, m_, n_, k_, groups_, sms_):
-            assert (layout, n_, k_, groups_) == (cfg.layout, cfg.n, cfg.k, cfg.num_groups), "case/config mismatch"
+        def forced(layout, m_, n_, k_, groups_, sms_, out_format="bfloat16"):
+            assert (layout, n_, k_, groups_, out_format) == (cfg.layout, cfg.n, cfg.k, cfg.num_groups,
+                                                             getattr(cfg, "out_format", "bfloat16")), "case/config mismatch"
             return lib.launch_plan(cfg, grid, tiles)
 
     # the API's own planning, or the case's configuration (its prepared calls dropped either way: forced
@@ -80,10 +81,74 @@ def run_case(case: dict, tiny: bool) -> str:
         return _run(case, cugemm8, api, lib, rng, n, k, kb, nb, groups)
 
 
+def _fp8_problem(q, s, rows_written, rows_untouched) -> str:
+    """e4m3 output: written rows hold no NaN code (saturating conversion never makes one) and positive finite
+    scales; untouched rows kept their poison (0xFF payload, NaN scales)."""
+    import numpy as np
+
+    if ((q[rows_written] & 0x7F) == 0x7F).any():
+        return "e4m3 outputs not written"
+    sw = s[rows_written]
+    if not (np.isfinite(sw) & (sw > 0)).all():
+        return "scales not written or not positive"
+    if (q[rows_untouched] != 0xFF).any() or not np.isnan(s[rows_untouched]).all():
+        return "rows that must stay untouched were written"
+    return ""
+
+
+def _run_fp8(case, cugemm8, api, lib, rng, n, k, kb, nb, groups) -> str:
+    """The same problems with out_dtype="float8_e4m3" (case["out_dtype"]; scale_format from the case)."""
+    import cupy as cp
+    import numpy as np
+
+    fmt = case.get("scale_format", "float32")
+    if case["layout"] == "normal":
+        m = case["m"]
+        a, b = cp.asarray(_codes(rng, (m, k))), cp.asarray(_codes(rng, (n, k)))
+        sa = _a_scale(cp, np, rng, (), m, kb, case["a_scale"])
+        sb = cp.asarray(rng.uniform(0.5, 2.0, (nb, kb)).astype(np.float32))
+        q, s = cp.full((m, n), 0xFF, cp.uint8), cugemm8.empty_scale((m, nb))
+        s.fill(np.nan)
+        cugemm8.matmul(a, sa, b, sb, out=q, out_scale=s, out_dtype="float8_e4m3", scale_format=fmt)
+        cp.cuda.Device().synchronize()
+        return _fp8_problem(cp.asnumpy(q), cp.asnumpy(s), slice(None), slice(0, 0))
+    if case["layout"] == "contiguous":
+        idx = np.asarray(case["m_indices"], np.int32)
+        m = len(idx)
+        a, b = cp.asarray(_codes(rng, (m, k))), cp.asarray(_codes(rng, (groups, n, k)))
+        sa = _a_scale(cp, np, rng, (), m, kb, case["a_scale"])
+        sb = cp.asarray(rng.uniform(0.5, 2.0, (groups, nb, kb)).astype(np.float32))
+        q, s = cp.full((m, n), 0xFF, cp.uint8), cugemm8.empty_scale((m, nb))
+        s.fill(np.nan)
+        cugemm8.m_grouped_matmul_contiguous(a, sa, b, sb, cp.asarray(idx), out=q, out_scale=s,
+                                            out_dtype="float8_e4m3", scale_format=fmt)
+        cp.cuda.Device().synchronize()
+        return _fp8_problem(cp.asnumpy(q), cp.asnumpy(s), slice(None), slice(0, 0))
+    max_m = case["max_m"]
+    a, b = cp.asarray(_codes(rng, (groups, max_m, k))), cp.asarray(_codes(rng, (groups, n, k)))
+    sa = _a_scale(cp, np, rng, (groups,), max_m, kb, case["a_scale"])
+    sb = cp.asarray(rng.uniform(0.5, 2.0, (groups, nb, kb)).astype(np.float32))
+    masked_m = np.asarray(case["masked_m"], np.int32)
+    q, s = cp.full((groups, max_m, n), 0xFF, cp.uint8), cugemm8.empty_scale((groups, max_m, nb))
+    s.fill(np.nan)
+    cugemm8.m_grouped_matmul_masked(a, sa, b, sb, cp.asarray(masked_m), case["expected_m"], out=q, out_scale=s,
+                                    out_dtype="float8_e4m3", scale_format=fmt)
+    cp.cuda.Device().synchronize()
+    q, s = cp.asnumpy(q), cp.asnumpy(s)
+    for g in range(groups):
+        rows = min(max(int(masked_m[g]), 0), max_m)
+        problem = _fp8_problem(q[g], s[g], slice(0, rows), slice(rows, None))
+        if problem:
+            return f"group {g}: {problem}"
+    return ""
+
+
 def _run(case, cugemm8, api, lib, rng, n, k, kb, nb, groups) -> str:
     import cupy as cp
     import numpy as np
 
+    if case.get("out_dtype") == "float8_e4m3":
+        return _run_fp8(case, cugemm8, api, lib, rng, n, k, kb, nb, groups)
     if case["layout"] == "normal":
         m = case["m"]
         a = cp.asarray(_codes(rng, (m, k)))

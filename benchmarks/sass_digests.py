@@ -41,7 +41,8 @@ def config_id(c) -> str:
     return (f"{c.layout}-n{c.n}-k{c.k}-g{c.num_groups}-{c.block_m}x{c.block_n}-s{c.stages}-wg{c.num_math_wg}"
             f"-sw{c.swizzle_d}-c{c.cluster}-t{int(c.tail_split)}"
             + (f"-k{c.split_k}" if getattr(c, "split_k", 1) > 1 else "")
-            + ("-ef" if getattr(c, "stream_b", False) else ""))
+            + ("-ef" if getattr(c, "stream_b", False) else "")
+            + (f"-{c.out_format}" if getattr(c, "out_format", "bfloat16") != "bfloat16" else ""))
 
 
 def main_loops(listing: str) -> list[int]:
@@ -58,11 +59,18 @@ def main_loops(listing: str) -> list[int]:
     return [sum(1 for a, _ in ins if s <= a <= e) for s, e in sorted(inner)]
 
 
-def _facts(which: str, base: str, fields: dict) -> dict:
-    """Compile one configuration with one package (a worker process) and describe its kernel."""
+def _facts(which: str, base: str, fields: dict) -> dict | None:
+    """Compile one configuration with one package (a worker process) and describe its kernel; None where the
+    base package has no such configuration (a field it lacks, not at its default)."""
     lib = library.current() if which == "cur" else library.load(base, BASE_ALIAS)
     sass = lib._mod("sass")
-    cubin = lib.compile_cubin(lib.render(lib.config(fields)))
+    try:
+        config = lib.config(fields)
+    except ValueError:
+        if which == "cur":
+            raise
+        return None
+    cubin = lib.compile_cubin(lib.render(config))
     offset, size = sass.text_sections(cubin)["cugemm8_fp8_gemm"]
     usage = sass.resource_usage(cubin)["cugemm8_fp8_gemm"]
     return {"sha256": hashlib.sha256(cubin[offset:offset + size]).hexdigest(), "bytes": size,
@@ -77,7 +85,8 @@ def compare(base: str, configs: list, jobs: int = 2) -> list[dict]:
         old = list(pool.map(_facts, ["base"] * len(fields), [base] * len(fields), fields))
     rows = []
     for c, o, n in zip(configs, old, cur):
-        rows.append({"config": config_id(c), "identical": o["sha256"] == n["sha256"], "base": o, "cur": n})
+        rows.append({"config": config_id(c), "identical": o is not None and o["sha256"] == n["sha256"],
+                     "new": o is None, "base": o, "cur": n})
     return rows
 
 
@@ -90,11 +99,15 @@ def main(argv=None) -> int:
     rows = compare(args.base, catalog(), args.jobs)
     for r in rows:
         b, c = r["base"], r["cur"]
+        if r["new"]:
+            print(f"new       {r['config']}")
+            continue
         detail = "" if r["identical"] else (f"  bytes {b['bytes']} -> {c['bytes']}, main loops {b['main_loops']} -> "
                                             f"{c['main_loops']}, stack {b['stack']} -> {c['stack']}")
         print(f"{'identical' if r['identical'] else 'differs  '} {r['config']}{detail}")
     same = sum(r["identical"] for r in rows)
-    print(f"{same} of {len(rows)} configurations byte-identical")
+    new = sum(r["new"] for r in rows)
+    print(f"{same} of {len(rows) - new} configurations byte-identical ({new} new, the base has no such configuration)")
     if args.out:
         Path(args.out).write_text(json.dumps({"base": str(args.base), "rows": rows}, indent=1))
     return 0

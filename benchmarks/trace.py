@@ -33,6 +33,8 @@ from .shapes import MASKED_MAX_M
 # Event tags: keep in step with cuda_src/gemm/trace.cuh.
 START, SET_UP, TILE, MAIN_DONE, EXCHANGED, STORED, LOOP, STAGED, LOADS, LOADS_DONE, END = 1, 2, 10, 11, 12, 13, 14, 15, 20, 21, 30
 TRACE_CTAS, TRACE_SLOTS = 264, 512   # kTraceCtas, kTraceSlots (cuda_src/gemm/trace.cuh)
+TRACE_KBLOCKS = 256                  # kTraceKBlocks: --kblocks slots per CTA
+KB_ISSUED, KB_WAIT, KB_READY = 0, 0, 1   # --kblocks events: the producer's [0]; math thread 0's [0], [1]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -238,7 +240,7 @@ def read_trace_kb(kern) -> np.ndarray:
     ptr, size = library.current().module_global(kern, "cg8_trace_kb")
     host = np.empty(size // 8, dtype=np.uint64)
     cupy.cuda.runtime.memcpy(host.ctypes.data, int(ptr), size, cupy.cuda.runtime.memcpyDeviceToHost)
-    return host.reshape(3, TRACE_CTAS, -1, 2)
+    return host.reshape(3, TRACE_CTAS, TRACE_KBLOCKS, 2)
 
 
 def summarize_kblocks(kb: np.ndarray, ev: np.ndarray, grid: int) -> dict:
@@ -249,7 +251,7 @@ def summarize_kblocks(kb: np.ndarray, ev: np.ndarray, grid: int) -> dict:
     t0 = min(int(ev[r, c, 0, 2]) for r in range(2) for c in range(grid) if ev[r, c, 0, 0] == START)
     stall, busy, latency, first_latency, issue_gap, stall_share, busy_share = [], [], [], [], [], [], []
     for c in range(grid):
-        idx = [i for i in range(kb.shape[2]) if kb[0, c, i, 1] != 0 and kb[1, c, i, 0] != 0]
+        idx = [i for i in range(kb.shape[2]) if kb[0, c, i, KB_READY] != 0 and kb[1, c, i, KB_ISSUED] != 0]
         math = [e for e in ev[0, c] if e[0] != 0]
         if not idx or math[0][0] != START or math[-1][0] != END:
             continue
@@ -257,9 +259,9 @@ def summarize_kblocks(kb: np.ndarray, ev: np.ndarray, grid: int) -> dict:
         ns0, clk0 = int(math[0][2]), int(math[0][3])
         ghz = (int(math[-1][3]) - clk0) / (int(math[-1][2]) - ns0)
         us = lambda clk: ((int(clk) - clk0) / ghz + (ns0 - t0)) * 1e-3   # ns0 - t0 first: float64 holds ns0 to 256 ns
-        wait = [us(kb[0, c, i, 0]) for i in idx]
-        ready = [us(kb[0, c, i, 1]) for i in idx]
-        issued = [us(kb[1, c, i, 0]) for i in idx]
+        wait = [us(kb[0, c, i, KB_WAIT]) for i in idx]
+        ready = [us(kb[0, c, i, KB_READY]) for i in idx]
+        issued = [us(kb[1, c, i, KB_ISSUED]) for i in idx]
         st = [r - w for w, r in zip(wait, ready)]
         bz = [wait[j + 1] - ready[j] for j in range(len(idx) - 1)]
         stall += st

@@ -58,7 +58,7 @@ class KernelConfig:
     @property
     def smem_bytes(self) -> int:
         return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups, self.tail_split,
-                          self.record_slots, self.split_k)
+                          self.record_slots, self.split_k, self.out_fp8)
 
     @property
     def cluster_dims(self) -> int:
@@ -101,12 +101,13 @@ def ceil_div(a: int, b: int) -> int:
 
 
 def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: int = 0,
-               tail_split: bool = False, record_slots: int = 0, split_k: int = 1) -> int:
+               tail_split: bool = False, record_slots: int = 0, split_k: int = 1, out_fp8: bool = False) -> int:
     """Bytes of the kernel's shared-memory map (cuda_src/gemm/smem.cuh; every rendered kernel asserts the
     two agree): the D tile, or a split tile's inbox where larger; per stage A, B and A's scales; the
     tile's B scales (every k-block, one or two scale rows, 16-byte rounded); the masked layout's rows and
     running tile totals per group, or the contiguous layout's ring of tile records (16-byte rounded);
-    2 barriers a stage, 2 more for split tiles, 2 per record slot."""
+    2 barriers a stage, 2 more for split tiles, 2 per record slot; a split tile with e4m3 output adds its
+    peers' row amax and their barrier."""
     splits = 2 if tail_split else split_k
     inbox = (splits - 1) * block_m * (block_n // splits) * 4
     sb_rows = 1 if 128 % block_n == 0 else 2
@@ -114,8 +115,9 @@ def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: i
     rows = -(-(masked_groups * 8) // 16) * 16
     if record_slots:  # records of one id per 64-row slab and one bit per row, and their barriers
         rows = -(-(record_slots * (block_m // 64 + block_m // 32) * 4) // 16) * 16 + record_slots * 16
+    amax = (splits - 1) * block_m * 4 + 8 if out_fp8 and splits > 1 else 0
     return (max(block_m * block_n * 2, inbox) + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16)
-            + sb + rows + (16 if splits > 1 else 0))
+            + sb + rows + (16 if splits > 1 else 0) + amax)
 
 
 def can_split_tail(block_n: int, k: int) -> bool:
@@ -139,8 +141,8 @@ def swizzle_for(block_n: int, out_bytes: int = 2) -> int:
 
 
 def fp8_out_ok(block_n: int) -> bool:
-    """What e4m3 output needs of a tile (config.cuh): each 128-column scale group within one CTA's tile, so
-    its amax is taken there (and, where the configuration is built, no split K and no split tail)."""
+    """What e4m3 output needs of a tile (config.cuh): each 128-column scale group within one tile, so that
+    its amax is taken there (a split tile's CTAs share theirs: split.cuh)."""
     return block_n % 128 == 0
 
 
@@ -154,10 +156,11 @@ def block_n_candidates(block_m: int) -> list[int]:
 
 
 def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0, tail_split: bool = False,
-            record_slots: int = 0, split_k: int = 1) -> int:
+            record_slots: int = 0, split_k: int = 1, out_fp8: bool = False) -> int:
     limit = min(MAX_STAGES, max(1, ceil_div(ceil_div(k, BLOCK_K), split_k)))  # a CTA's k-blocks fill the ring
     for s in range(limit, 0, -1):
-        if smem_bytes(block_m, block_n, s, k, masked_groups, tail_split, record_slots, split_k) <= SMEM_CAPACITY:
+        if smem_bytes(block_m, block_n, s, k, masked_groups, tail_split, record_slots, split_k,
+                      out_fp8) <= SMEM_CAPACITY:
             return s
     return 0
 
@@ -169,11 +172,11 @@ def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, bloc
     warpgroup per 64-row tile, the widest output swizzle, the masked split where it pays, unless
     `tail_split` says otherwise; never with e4m3 output): for the heuristic itself, and for sweeps and
     tools that name a tile."""
-    fp8 = out_format != "bfloat16"
+    fp8 = out_format != "bfloat16"  # e4m3 output: swizzle of its 1-byte rows
     if tail_split is None:
-        tail_split = cluster == 1 and split_k == 1 and not fp8 and tail_split_for(layout, block_n, k)
+        tail_split = cluster == 1 and split_k == 1 and tail_split_for(layout, block_n, k)
     stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split,
-                     record_slots_for(layout), split_k)
+                     record_slots_for(layout), split_k, fp8)
     return KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=block_m, block_n=block_n,
                         stages=stages, num_math_wg=1 if block_m == 64 else 2,
                         swizzle_d=swizzle_for(block_n, 1 if fp8 else 2), cluster=cluster, tail_split=tail_split,
@@ -209,7 +212,7 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
         # CTA; it measured slower on every large shape (NOTES.md v5, v11). (KernelConfig.cluster=2 stays
         # available and tested.) The masked split needs CTA pairs.
         return make_config(layout, n, k, num_groups, bm, bn, out_format=out_format,
-                           tail_split=num_sms >= 2 and not fp8 and tail_split_for(layout, bn, k))
+                           tail_split=num_sms >= 2 and tail_split_for(layout, bn, k))
 
     if layout == "masked" and m > 64:
         # The rows per group are only expected, so the wave arithmetic below, exact for the dense GEMM,
@@ -254,9 +257,7 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
     assert best is not None
     config, tiles = best[1], best[2]
     if layout == "normal" and m <= DECODE_M:
-        if fp8:  # no split K (an e4m3 tile's scales need all of its K): the wave rule's tile, B read once
-            return _plan(dataclasses.replace(config, stream_b=True), tiles, num_sms)
-        return _decode_plan(m, n, k, num_sms, config, tiles)
+        return _decode_plan(m, n, k, num_sms, config, tiles, out_format)
     # Grouped decode (masked: at most 64 expected rows a group; contiguous: at most one 64-row segment an
     # expert on average): each group's weights are read once. Evict-first paid with 8 groups (masked 0.91-0.99x
     # the time, contiguous 0.88-0.98x); with 32 it cost masked up to 4% and gained contiguous 1-5%, with 128
@@ -304,7 +305,7 @@ def decode_cost(m: int, n: int, k: int, block_m: int, block_n: int, split: int, 
 
 
 def _decode_plan(m: int, n: int, k: int, num_sms: int, wave_config: KernelConfig,
-                 wave_tiles: int) -> LaunchPlan:
+                 wave_tiles: int, out_format: str = "bfloat16") -> LaunchPlan:
     """Decode-sized M: three rules in order, each measured on the H200 sweep (NOTES.md v17). B is read once,
     so every pick loads it evict-first in L2 (0.97x the time, geometric mean over the sweep's 60 shapes).
     1. Over 64 rows and deep K (32 k-blocks or more): 128-row tiles split over pairs, at the narrowest tile
@@ -313,35 +314,37 @@ def _decode_plan(m: int, n: int, k: int, num_sms: int, wave_config: KernelConfig
     2. From 64 rows: the wave rule's tile (`wave_config`), if it fills the GPU with tiles at least 32 wide.
        As fast as any split there, where the model's picks lost up to 17%.
     3. Otherwise the decode model's cheapest tile and split (decode_cost; refitted to the v18 sweep, NOTES.md
-       v18)."""
+       v18).
+    e4m3 output takes the same rules over its tiles (fp8_out_ok: 128 wide)."""
+    fp8 = out_format != "bfloat16"
     if m > 64 and ceil_div(k, BLOCK_K) >= 32:
         pairs = cluster_capacity(2, num_sms)
         for bn in block_n_candidates(128):
             tiles = ceil_div(m, 128) * ceil_div(n, bn)
-            if bn % 32 or 2 * tiles > pairs or not can_split_k(bn, k, 2):
+            if bn % 32 or 2 * tiles > pairs or not can_split_k(bn, k, 2) or (fp8 and not fp8_out_ok(bn)):
                 continue
-            config = make_config("normal", n, k, 1, 128, bn, split_k=2, stream_b=True)
+            config = make_config("normal", n, k, 1, 128, bn, split_k=2, stream_b=True, out_format=out_format)
             if 2 * tiles >= FULL_WAVE * pairs and config.stages >= 2:
                 return _plan(config, tiles, num_sms)
             break  # the narrowest tile that fits leaves SMs idle: wider ones would leave more
     if m >= 64 and FULL_WAVE * num_sms <= wave_tiles <= num_sms and wave_config.block_n >= 32:
         return _plan(dataclasses.replace(wave_config, stream_b=True), wave_tiles, num_sms)
-    return _model_plan(m, n, k, num_sms)
+    return _model_plan(m, n, k, num_sms, out_format)
 
 
-def _model_plan(m: int, n: int, k: int, num_sms: int) -> LaunchPlan:
+def _model_plan(m: int, n: int, k: int, num_sms: int, out_format: str = "bfloat16") -> LaunchPlan:
     """The decode model's cheapest tile shape and split K (ties: less split, then fewer CTAs, wider tiles),
     over tiles at least 32 wide (16-wide wgmmas are too short to hide their issue and wait, choose()'s rule 5)."""
     best = None
     for bm in (64, 128) if m > 64 else (64,):
         for bn in block_n_candidates(bm):
-            if bn < 32:
+            if bn < 32 or (out_format != "bfloat16" and not fp8_out_ok(bn)):
                 continue
             for split in (1, 2, 4, 8):
                 if not can_split_k(bn, k, split) or split > cluster_capacity(split, num_sms):
                     continue
                 cost = decode_cost(m, n, k, bm, bn, split, num_sms)
-                config = make_config("normal", n, k, 1, bm, bn, split_k=split, stream_b=True)
+                config = make_config("normal", n, k, 1, bm, bn, split_k=split, stream_b=True, out_format=out_format)
                 if config.stages < min(2, ceil_div(ceil_div(k, BLOCK_K), split)):
                     continue
                 tiles = ceil_div(m, bm) * ceil_div(n, bn)

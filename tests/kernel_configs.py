@@ -67,6 +67,12 @@ def fp8_out_configs():
         for g, m, n, k in MASKED + [(6, 64, 640, 1024)]:
             if n % 16 == 0:
                 configs.add(heuristics.choose("masked", m, n, k, g, SMS[0], fmt).config)
+        # The masked split tail (tests/gpu/test_fp8_out.py::test_masked_fp8_out_split_tail).
+        configs.add(heuristics.make_config("masked", 640, 1024, 3, 128, 128, tail_split=True, out_format=fmt))
+        # Split K at every cluster size and both tile heights (tests/gpu/test_fp8_out.py::test_split_k_fp8_out).
+        for bm, split, n, k in ((64, 2, 208, 1040), (64, 4, 512, 1808), (64, 8, 1008, 7168), (128, 2, 384, 3008),
+                                (128, 4, 256, 1040)):
+            configs.add(heuristics.make_config("normal", n, k, 1, bm, 128, split_k=split, stream_b=True, out_format=fmt))
     return configs
 
 

@@ -90,9 +90,12 @@ struct GemmConfig {
     static_assert(kSplitK >= 1 && kSplitK <= 8 && !(kTailSplit && kSplitK > 1), "split K over 1 to 8 CTAs, or the tail split");
     static_assert(kSplits == 1 || (kMulticast == 1 && kNumKBlocks >= kSplits && (kBlockN / 8) % kSplits == 0),
                   "a split tile needs a k-block and a column chunk of whole 8-column fragments per CTA");
-    // An e4m3 output's scale group (128 columns) must lie in one CTA's tile: its amax is taken there.
-    static_assert(!kOutFp8 || (kBlockN % 128 == 0 && kSplits == 1 && kSwizzleD == 128),
-                  "e4m3 output needs BLOCK_N a multiple of 128, unsplit tiles and the 128-byte output swizzle");
+    // An e4m3 output's scale group (128 columns) must lie in one tile: its amax is taken there (a split
+    // tile's CTAs share their chunks' row amax, split.cuh), and a split chunk is whole 16-byte units.
+    static_assert(!kOutFp8 || (kBlockN % 128 == 0 && (kSplits == 1 || kBlockN == 128) && (kBlockN / kSplits) % 16 == 0 &&
+                               kSwizzleD == 128),
+                  "e4m3 output needs BLOCK_N a multiple of 128 (128 when split), 16-byte split chunks and the "
+                  "128-byte output swizzle");
 };
 
 // A typical configuration, for compiling the headers on their own (tests/unit/test_codegen.py).

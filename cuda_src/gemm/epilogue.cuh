@@ -64,61 +64,76 @@ struct Epilogue {
         }
     }
 
-    // This thread's fragments as e4m3 into the output tile at `base`, and their scales: for each of its rows
-    // and 128-column groups, amax over the group's FP32 sums (the quad of lanes holding the row's columns
-    // shares it), floored at 1e-4; scale = amax / 448 (UE8M0: rounded up to a power of two); payload =
-    // saturate_e4m3(sum * (448 / amax)) (UE8M0: sum / scale), rounded to nearest even: the quantizers'
-    // recipe (cuda_src/quantize.cu). The quad's first lane writes the scales of rows below `valid` to
-    // scale[g * ld_scale + row].
-    // Stores: a lane holds 2 bytes of a row per 8-column fragment; lanes 2j and 2j+1 swap one fragment of
-    // each pair, so that each stores 4 consecutive bytes (8 stores a row and group, conflict-free through the
-    // 128-byte swizzle). Storing 2 bytes per fragment needed twice the addresses and made the contiguous
-    // kernel spill.
-    __device__ __forceinline__ static void write_tile_fp8(const Sums& sum, uint32_t base, float* __restrict__ scale,
-                                                          uint32_t ld_scale, uint32_t valid, uint32_t wg, uint32_t warp,
-                                                          uint32_t lane) {
+    // e4m3 output, the quantizers' recipe (cuda_src/quantize.cu) on the FP32 sums: per row and 128-column
+    // group, amax (floored at 1e-4); scale = amax / 448 (UE8M0: rounded up to a power of two); payload =
+    // saturate_e4m3(sum * (448 / amax)) (UE8M0: sum / scale), rounded to nearest even.
+    //
+    // The amax of this thread's row (slab w, row half h) over fragments kF0 .. kF0 + kFrags - 1 (8 columns
+    // each), shared by the quad of lanes holding the row.
+    template <uint32_t kF0, uint32_t kFrags>
+    __device__ __forceinline__ static float row_amax(const Sums& sum, uint32_t w, uint32_t h) {
+        float a = 0.f;
+#pragma unroll
+        for (uint32_t i = kF0; i < kF0 + kFrags; ++i)
+            a = fmaxf(a, fmaxf(fabsf(sum[w][i * 4 + 2 * h]), fabsf(sum[w][i * 4 + 2 * h + 1])));
+        a = fmaxf(a, __shfl_xor_sync(~0u, a, 1));
+        return fmaxf(a, __shfl_xor_sync(~0u, a, 2));
+    }
+
+    // Row (w, h)'s fragments kF0 .. kF0 + kFrags - 1 (within one 128-column group whose amax is given) as e4m3
+    // into the output tile at `base`; the quad's first lane writes the row's scale to scale[row] if the row is
+    // below `valid` (0: no scales). A lane holds 2 bytes of a row per fragment; lanes 2j and 2j+1 swap
+    // one fragment of each pair, so that each stores 4 consecutive bytes (conflict-free through the 128-byte
+    // swizzle). Storing 2 bytes per fragment needed twice the addresses and made the contiguous kernel spill;
+    // so did a null test on `scale`.
+    template <uint32_t kF0, uint32_t kFrags>
+    __device__ __forceinline__ static void write_row(const Sums& sum, uint32_t w, uint32_t h, float amax, uint32_t base,
+                                                     float* __restrict__ scale, uint32_t valid, uint32_t wg,
+                                                     uint32_t warp, uint32_t lane) {
         static_assert(Cfg::kSwizzleD == 128 && Cfg::kAtomCols == 128, "one 128-byte swizzled atom per scale group");
+        static_assert(kF0 % 2 == 0 && kFrags % 2 == 0 && kF0 / 16 == (kF0 + kFrags - 1) / 16, "fragment pairs of a group");
         const uint32_t q = lane % 4;
         const bool odd = q & 1u;
         // Byte of the row's 16-byte chunk this lane's word lands at: lanes 0, 1, 2, 3 -> 0, 8, 4, 12.
         const uint32_t in_chunk = odd ? 8u + 2u * (q - 1u) : 2u * q;
-#pragma unroll
-        for (uint32_t w = 0; w < kSlabs; ++w) {
-#pragma unroll
-            for (uint32_t h = 0; h < 2; ++h) {
-                const uint32_t row = (wg * kSlabs + w) * 64 + warp * 16 + h * 8 + lane / 4;
-#pragma unroll
-                for (uint32_t g = 0; g < Cfg::kBlockN / 128; ++g) {
-                    float amax = 0.f;
-#pragma unroll
-                    for (uint32_t i = g * 16; i < g * 16 + 16; ++i)
-                        amax = fmaxf(amax, fmaxf(fabsf(sum[w][i * 4 + 2 * h]), fabsf(sum[w][i * 4 + 2 * h + 1])));
-                    amax = fmaxf(amax, __shfl_xor_sync(~0u, amax, 1));
-                    amax = fmaxf(fmaxf(amax, __shfl_xor_sync(~0u, amax, 2)), 1e-4f);
-                    float s, inv;
-                    if constexpr (Cfg::kOutFormat == OutFormat::kE4m3Ue8m0) {
-                        s = pow2_ceil(__fdiv_rn(amax, 448.f));
-                        inv = pow2_reciprocal(s);
-                    } else {
-                        s = __fdiv_rn(amax, 448.f);
-                        inv = __fdiv_rn(448.f, amax);
-                    }
-                    const uint32_t row_addr = base + g * (Cfg::kBlockM * 128) + row * 128 + in_chunk;
-#pragma unroll
-                    for (uint32_t j = 0; j < 8; ++j) {  // fragments i = 2j, 2j + 1 of the group: chunk j
-                        const uint32_t i = g * 16 + 2 * j;
-                        const uint32_t lo = f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 2 * h], inv),
-                                                                __fmul_rn(sum[w][i * 4 + 2 * h + 1], inv));
-                        const uint32_t hi = f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 4 + 2 * h], inv),
-                                                                __fmul_rn(sum[w][i * 4 + 4 + 2 * h + 1], inv));
-                        const uint32_t other = __shfl_xor_sync(~0u, odd ? lo : hi, 1);
-                        const uint32_t word = odd ? other | (hi << 16) : lo | (other << 16);
-                        st_shared_u32(row_addr + ((j ^ (row % 8)) << 4), word);
-                    }
-                    if (q == 0 && row < valid) scale[g * ld_scale + row] = s;
-                }
-            }
+        const uint32_t row = (wg * kSlabs + w) * 64 + warp * 16 + h * 8 + lane / 4;
+        const float a = fmaxf(amax, 1e-4f);
+        float s, inv;
+        if constexpr (Cfg::kOutFormat == OutFormat::kE4m3Ue8m0) {
+            s = pow2_ceil(__fdiv_rn(a, 448.f));
+            inv = pow2_reciprocal(s);
+        } else {
+            s = __fdiv_rn(a, 448.f);
+            inv = __fdiv_rn(448.f, a);
         }
+        const uint32_t row_addr = base + (kF0 / 16) * (Cfg::kBlockM * 128) + row * 128 + in_chunk;
+#pragma unroll
+        for (uint32_t j = 0; j < kFrags / 2; ++j) {  // fragments i, i + 1: the row's chunk kF0 % 16 / 2 + j
+            const uint32_t i = kF0 + 2 * j;
+            const uint32_t lo = f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 2 * h], inv),
+                                                    __fmul_rn(sum[w][i * 4 + 2 * h + 1], inv));
+            const uint32_t hi = f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 4 + 2 * h], inv),
+                                                    __fmul_rn(sum[w][i * 4 + 4 + 2 * h + 1], inv));
+            const uint32_t other = __shfl_xor_sync(~0u, odd ? lo : hi, 1);
+            const uint32_t word = odd ? other | (hi << 16) : lo | (other << 16);
+            st_shared_u32(row_addr + (((kF0 % 16 / 2 + j) ^ (row % 8)) << 4), word);
+        }
+        if (q == 0 && row < valid) scale[row] = s;
+    }
+
+    // The whole tile as e4m3, group by group and row by row; scales to scale[g * ld_scale + row].
+    __device__ __forceinline__ static void write_tile_fp8(const Sums& sum, uint32_t base, float* __restrict__ scale,
+                                                          uint32_t ld_scale, uint32_t valid, uint32_t wg, uint32_t warp,
+                                                          uint32_t lane) {
+        static_for<0, Cfg::kBlockN / 128>([&](auto group) {
+            constexpr uint32_t g = group.value;
+#pragma unroll
+            for (uint32_t w = 0; w < kSlabs; ++w)
+#pragma unroll
+                for (uint32_t h = 0; h < 2; ++h)
+                    write_row<g * 16, 16>(sum, w, h, row_amax<g * 16, 16>(sum, w, h), base, scale + g * ld_scale, valid,
+                                          wg, warp, lane);
+        });
     }
 
     // The whole tile, one TMA store per atom (thread `tid` < kNumAtoms stores atom tid). TMA clips rows

@@ -39,6 +39,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
         if constexpr (Cfg::kSplits > 1) {
             mbar_init(sm.split_ready, Cfg::kSplits - 1);  // every peer's arrival
             mbar_init(sm.split_received, 1);              // this CTA's expect_tx, then the peers' bytes
+            if constexpr (Cfg::kOutFp8) mbar_init(sm.split_amax, 1);  // likewise, for the row amax
         }
         fence_barrier_init();
         fence_proxy_async_smem();

@@ -73,7 +73,7 @@ struct MathWarpgroups {
             const uint32_t boundary = 128 - n0 % 128;  // tile columns below this use B's scale row n0 / 128
             stage_b_scales<kSplitTile>(first_pass, group, n0, loop.store_thread);
             CG8_MARK(kTraceStaged);
-            if constexpr (kSplitTile) Split::signal_ready(sm.split_ready, sm.split_received, t.split - 1);
+            if constexpr (kSplitTile) Split::signal_ready(sm.split_ready, sm.split_received, sm.split_amax, t.split - 1);
             if (first_pass) fetch_next();
             CG8_MARK(kTraceLoop);
             const uint32_t kb_begin = kSplitTile ? t.kb_begin() : 0u;
@@ -92,14 +92,29 @@ struct MathWarpgroups {
         }
         if constexpr (RingWalk<Cfg>::kAlignStages && !kWhole) loop.realign();
         CG8_MARK(kTraceMainDone);
+        float amax[Cfg::kSlabsPerWG][2];  // e4m3 output of a split tile: each row's amax over the whole tile
         if constexpr (kSplitTile) {
             Split::exchange(loop, sm.split_ready, sm.split_received, t.split - 1, split_phase);
+            if constexpr (Cfg::kOutFp8) {
+                static_for<0, Cfg::kSplits>([&](auto chunk) {
+                    if (chunk.value != t.split - 1) return;
+#pragma unroll
+                    for (uint32_t w = 0; w < Cfg::kSlabsPerWG; ++w)
+#pragma unroll
+                        for (uint32_t h = 0; h < 2; ++h)
+                            amax[w][h] = Out::template row_amax<chunk.value * kChunkFrags, kChunkFrags>(loop.sum, w, h);
+                });
+                Split::exchange_amax(loop, amax, sm.amax_inbox, sm.split_amax, t.split - 1, split_phase);
+            }
             split_phase ^= 1;
             CG8_MARK(kTraceExchanged);
         }
         if (!kWhole && t.passes == 0) fetch_next();
-        epilogue<kSplitTile>(loop, t, n0);
+        epilogue<kSplitTile>(loop, t, n0, amax);
     }
+
+    // A split tile's column chunk (split.cuh): its 8-column fragments.
+    static constexpr uint32_t kChunkFrags = Cfg::kBlockN / 8 / Cfg::kSplits;
 
     // The pass's B scales into shared memory, once: a global load per k-block would put an L2 round trip
     // on every k-block of small tiles. Every math thread is past the previous tile's main loop (the
@@ -120,7 +135,8 @@ struct MathWarpgroups {
     // The tile's sums out to D: by one TMA store, or by the math threads where only some rows (a masked
     // group's last block) or columns (a split tile's chunk) may be written.
     template <bool kSplitTile>
-    __device__ __forceinline__ void epilogue(Loop& loop, const Tile& t, uint32_t n0) {
+    __device__ __forceinline__ void epilogue(Loop& loop, const Tile& t, uint32_t n0,
+                                             const float (&amax)[Cfg::kSlabsPerWG][2]) {
         const uint32_t row0 = tiles.a_row(t);
         const uint32_t m0 = t.m_block * Cfg::kBlockM;
         if constexpr (Tiles::kZeroRows) {  // rows that are no expert's
@@ -133,9 +149,22 @@ struct MathWarpgroups {
             // Scales for rows of the tile below `valid` (rows past M, or past a masked group's count, stay as
             // they are), at row m0 + r of the group's scale block.
             const uint32_t valid = min(t.rows - m0, Cfg::kBlockM);
-            float* scale = d_scale + (uint64_t(Cfg::kLayout == Layout::kMasked ? uint32_t(t.group) : 0u) * Cfg::kScaleRowsB +
-                                      n0 / 128) * ld_scale + m0;
-            Out::write_tile_fp8(loop.sum, loop.smem_d_addr, scale, ld_scale, valid, wg, warp, lane);
+            float* scale = d_scale + (uint64_t(Tiles::scale_group(t)) * Cfg::kScaleRowsB + n0 / 128) * ld_scale + m0;
+            if constexpr (kSplitTile) {  // this CTA's chunk, with the tile rows' amax; the first CTA writes the scales
+                static_assert(Cfg::kBlockN == 128, "a split tile is one scale group");
+                static_for<0, Cfg::kSplits>([&](auto chunk) {
+                    if (chunk.value != t.split - 1) return;
+#pragma unroll
+                    for (uint32_t w = 0; w < Cfg::kSlabsPerWG; ++w)
+#pragma unroll
+                        for (uint32_t h = 0; h < 2; ++h)
+                            Out::template write_row<chunk.value * kChunkFrags, kChunkFrags>(
+                                loop.sum, w, h, amax[w][h], loop.smem_d_addr, scale, chunk.value == 0 ? valid : 0u,
+                                wg, warp, lane);
+                });
+            } else {
+                Out::write_tile_fp8(loop.sum, loop.smem_d_addr, scale, ld_scale, valid, wg, warp, lane);
+            }
         } else {
             Out::write_tile(loop.sum, loop.smem_d_addr, wg, warp, lane);
         }

@@ -144,6 +144,8 @@ struct MaskedTiles {
     }
     __device__ __forceinline__ uint32_t sa_row(const Tile& t) const { return uint32_t(t.group) * Cfg::kNumKBlocks; }
     __device__ __forceinline__ int32_t pass_group(const Tile& t, uint32_t) const { return t.group; }
+    // e4m3 output: the block of out_scale the tile's rows' scales go to (the group's: its rows are counted from 0).
+    __device__ __forceinline__ static uint32_t scale_group(const Tile& t) { return uint32_t(t.group); }
     __device__ __forceinline__ uint32_t active_slabs(const Tile&, uint32_t, uint32_t) const {
         return (1u << Cfg::kSlabsPerWG) - 1;
     }

@@ -61,6 +61,8 @@ struct NormalTiles {
     __device__ __forceinline__ uint32_t a_row(const Tile& t) const { return t.m_block * Cfg::kBlockM; }
     __device__ __forceinline__ uint32_t sa_row(const Tile&) const { return 0u; }
     __device__ __forceinline__ int32_t pass_group(const Tile& t, uint32_t) const { return t.group; }
+    // e4m3 output: the block of out_scale the tile's rows' scales go to (one: rows are counted over all of D).
+    __device__ __forceinline__ static uint32_t scale_group(const Tile&) { return 0u; }
     __device__ __forceinline__ uint32_t active_slabs(const Tile&, uint32_t, uint32_t) const {
         return (1u << Cfg::kSlabsPerWG) - 1;
     }

@@ -2,14 +2,16 @@
 // the launch's size; cugemm8/heuristics.py computes the same number (smem_bytes), and every rendered
 // kernel static_asserts that the two agree.
 //
-//   [ D tile | A x stages | B x stages | A scales x stages | B scales | layout words | barriers ]
+//   [ D tile | A x stages | B x stages | A scales x stages | B scales | row amax inbox | layout words | barriers ]
 //
 // D: the output tile (bf16, TMA-swizzled atoms); a split tile's inbox of partial sums (split.cuh)
 // overlays it, and extends it where it is larger.
 // A, B: one 128-deep k-block per stage, 128-byte swizzled as TMA writes them (1024-byte aligned).
 // A scales: kBlockM floats per stage. B scales: the tile's every k-block, one or two scale rows.
+// Row amax inbox: a split tile with e4m3 output, the peers' amax of each row over their column chunks.
 // Layout words: the tile policy's (masked: rows and tile totals per group; contiguous: the record ring).
-// Barriers: full and empty per stage; `ready` and `received` for a split tile's exchange; the policy's.
+// Barriers: full and empty per stage; `ready` and `received` for a split tile's exchange (and `amax` with
+// e4m3 output); the policy's.
 #pragma once
 #include "config.cuh"
 #include "scheduler.cuh"
@@ -29,15 +31,18 @@ struct SmemLayout {
         return rows_a * kBlockK + kStageB + (rows_a + 3) / 4 * 16;
     }
     static constexpr uint32_t kScalesB = (Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile * 4 + 15) / 16 * 16;
-    static constexpr uint32_t kSplitBarriers = Cfg::kSplits > 1 ? 2 : 0;
+    static constexpr uint32_t kSplitBarriers = Cfg::kSplits > 1 ? (Cfg::kOutFp8 ? 3 : 2) : 0;
     // A split tile's inbox: (kSplits - 1) peers' partial sums of this CTA's column chunk, FP32.
     static constexpr uint32_t kInbox = (Cfg::kSplits - 1) * Cfg::kBlockM * (Cfg::kBlockN / Cfg::kSplits) * 4;
+    // ... and with e4m3 output, the peers' amax of each of the tile's rows (FP32).
+    static constexpr uint32_t kAmaxInbox = Cfg::kOutFp8 ? (Cfg::kSplits - 1) * Cfg::kBlockM * 4 : 0;
 
     static constexpr uint32_t kOffA = kTileD > kInbox ? kTileD : kInbox;
     static constexpr uint32_t kOffB = kOffA + Cfg::kStages * kStageA;
     static constexpr uint32_t kOffSA = kOffB + Cfg::kStages * kStageB;
     static constexpr uint32_t kOffSB = kOffSA + Cfg::kStages * kStageSA;
-    static constexpr uint32_t kOffWords = kOffSB + kScalesB;
+    static constexpr uint32_t kOffAmax = kOffSB + kScalesB;
+    static constexpr uint32_t kOffWords = kOffAmax + kAmaxInbox;
     static constexpr uint32_t kOffBarriers = kOffWords + Tiles::kSmemWordBytes;
     static constexpr uint32_t kBytes = kOffBarriers + 8 * (2 * Cfg::kStages + kSplitBarriers + Tiles::kRingBarriers);
 
@@ -60,6 +65,8 @@ struct SharedMemory {
     uint64_t* empty;           // per stage: every math warp (of every CTA it was loaded into) is done with it
     uint64_t* split_ready;     // split tiles: every peer may push into this CTA's inbox
     uint64_t* split_received;  // split tiles: the peers' partial sums have landed
+    uint64_t* split_amax;      // split tiles with e4m3 output: the peers' row amax have landed
+    float* amax_inbox;         // split tiles with e4m3 output: [peer slot][row] amax over the peer's chunk
     uint64_t* ring_barriers;   // the tile policy's
 
     __device__ __forceinline__ explicit SharedMemory(uint8_t* smem)
@@ -67,7 +74,8 @@ struct SharedMemory {
           sa(reinterpret_cast<float*>(smem + Map::kOffSA)), sb(reinterpret_cast<float*>(smem + Map::kOffSB)),
           words(reinterpret_cast<int32_t*>(smem + Map::kOffWords)),
           full(reinterpret_cast<uint64_t*>(smem + Map::kOffBarriers)), empty(full + Cfg::kStages),
-          split_ready(empty + Cfg::kStages), split_received(split_ready + 1),
+          split_ready(empty + Cfg::kStages), split_received(split_ready + 1), split_amax(split_ready + 2),
+          amax_inbox(reinterpret_cast<float*>(smem + Map::kOffAmax)),
           ring_barriers(full + 2 * Cfg::kStages + Map::kSplitBarriers) {}
 };
 

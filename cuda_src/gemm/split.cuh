@@ -31,10 +31,15 @@ struct SplitExchange {
         if (store_thread) bulk_wait_group_read0();
     }
 
+    // With e4m3 output, each peer's amax of every row of the tile (over its chunk).
+    static constexpr uint32_t kAmaxBytes = (kSplits - 1) * Cfg::kBlockM * 4;
+
     // After the staging barrier: the bytes to expect, then tell every peer it may send.
-    __device__ __forceinline__ static void signal_ready(uint64_t* ready, uint64_t* received, uint32_t rank) {
+    __device__ __forceinline__ static void signal_ready(uint64_t* ready, uint64_t* received, uint64_t* amax_received,
+                                                        uint32_t rank) {
         if (threadIdx.x == 0) {
             mbar_arrive_expect_tx(received, kInboxBytes);
+            if constexpr (Cfg::kOutFp8) mbar_arrive_expect_tx(amax_received, kAmaxBytes);
 #pragma unroll
             for (uint32_t peer = 0; peer < kSplits; ++peer)
                 if (peer != rank) mbar_arrive_cluster(ready, peer);
@@ -92,6 +97,39 @@ struct SplitExchange {
                 f[0] = x[0], f[1] = x[1], f[2] = x[2], f[3] = x[3];
             }
         });
+    }
+
+    // e4m3 output, after the exchange: `amax` holds, per slab and row half, the amax of this thread's row over
+    // this CTA's chunk (shared by the quad); it comes back as the amax over the whole tile row. The quad's
+    // first lane sends it to every peer's inbox (slot of this sender, the row); max is order-free, so the
+    // result is the same whichever peer answers first. The inbox is reused by the next split tile only after
+    // its `ready`, which a peer signals after this tile's epilogue.
+    template <class Loop>
+    __device__ __forceinline__ static void exchange_amax(Loop& loop, float (&amax)[Cfg::kSlabsPerWG][2],
+                                                         float* inbox, uint64_t* amax_received, uint32_t rank,
+                                                         uint32_t phase) {
+        const uint32_t row0 = loop.wg * Cfg::kSlabsPerWG * 64 + loop.warp * 16 + loop.lane / 4;
+        if (loop.lane % 4 == 0) {
+#pragma unroll
+            for (uint32_t peer = 0; peer < kSplits; ++peer) {
+                if (peer == rank) continue;
+                const uint32_t q = rank < peer ? rank : rank - 1;  // the peer has no slot for itself
+                const uint32_t to = map_shared_rank(loop.shared(inbox + q * Cfg::kBlockM), peer);
+                const uint32_t bar = map_shared_rank(loop.shared(amax_received), peer);
+#pragma unroll
+                for (uint32_t w = 0; w < Cfg::kSlabsPerWG; ++w)
+#pragma unroll
+                    for (uint32_t h = 0; h < 2; ++h) st_async_f32(to + (row0 + w * 64 + h * 8) * 4, amax[w][h], bar);
+            }
+        }
+        mbar_wait(loop.shared(amax_received), phase);
+#pragma unroll
+        for (uint32_t q = 0; q + 1 < kSplits; ++q)
+#pragma unroll
+            for (uint32_t w = 0; w < Cfg::kSlabsPerWG; ++w)
+#pragma unroll
+                for (uint32_t h = 0; h < 2; ++h)
+                    amax[w][h] = fmaxf(amax[w][h], ld_shared_f32(loop.shared(inbox + q * Cfg::kBlockM + row0 + w * 64 + h * 8)));
     }
 };
 

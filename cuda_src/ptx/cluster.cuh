@@ -37,4 +37,11 @@ __device__ __forceinline__ void st_async_v4(uint32_t addr, float a, float b, flo
                  : "memory");
 }
 
+// One float, likewise.
+__device__ __forceinline__ void st_async_f32(uint32_t addr, float a, uint32_t bar) {
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];"
+                 ::"r"(addr), "f"(a), "r"(bar)
+                 : "memory");
+}
+
 }  // namespace cg8

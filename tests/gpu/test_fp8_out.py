@@ -10,6 +10,7 @@ from hopper import requires_hopper
 from problems import PROPERTY_SETTINGS, calc_diff, dequant_a, dequant_b, make_contiguous, make_dense, make_masked
 
 import cugemm8
+from cugemm8 import fp8_gemm, heuristics
 from cugemm8.quantize import (AMAX_FLOOR, FP8_MAX, fp8_e4m3_to_float, per_token_cast_to_fp8_numpy, pow2_ceil,
                                quantize_scale)
 from cugemm8.reference import BF16_UNIT, REL_TOLERANCE, RMS_FLOOR
@@ -73,7 +74,8 @@ def _group_max(x):
 
 @pytest.mark.parametrize("scale_format", FORMATS)
 @pytest.mark.parametrize("m,n,k", [(1, 128, 128), (64, 2112, 7168), (200, 1000 - 8, 1040), (4096, 7168, 2048),
-                                   (129, 4096, 512), (3000, 256, 7168), (7, 16, 112)])
+                                   (129, 4096, 512), (3000, 256, 7168), (7, 16, 112), (1, 256, 7168),
+                                   (128, 2112, 7168), (3, 1024, 4096)])
 def test_matmul_fp8_out(m, n, k, scale_format):
     _, _, a, sa, b, sb = make_dense(m, n, k, seed=m + n + k)
     q, s = cugemm8.matmul(a, sa, b, sb, out_dtype="float8_e4m3", scale_format=scale_format)
@@ -93,6 +95,25 @@ def test_matmul_fp8_out_property(m, n, k, scale_format, seed):
     _, _, a, sa, b, sb = make_dense(m, n, k, seed)
     q, s = cugemm8.matmul(a, sa, b, sb, out_dtype="float8_e4m3", scale_format=scale_format)
     check_fp8(q, s, reference_product(a, sa, b, sb), scale_format)
+
+
+@pytest.mark.parametrize("scale_format", FORMATS)
+@pytest.mark.parametrize("bm,split,m,n,k", [(64, 2, 3, 208, 1040), (64, 4, 64, 520 - 8, 1808), (64, 8, 1, 1008, 7168),
+                                            (128, 2, 100, 384, 3008), (128, 4, 129, 256, 1040)])
+def test_split_k_fp8_out(bm, split, m, n, k, scale_format):
+    """Split K with e4m3 output: the tile's CTAs share their chunks' row amax (uneven k-block shares, partial
+    tiles); bitwise the same on a repeat."""
+    fmt = "float8_e4m3" if scale_format == "float32" else "float8_e4m3_ue8m0"
+    cfg = heuristics.make_config("normal", n, k, 1, bm, 128, split_k=split, stream_b=True, out_format=fmt)
+    _, _, a, sa, b, sb = make_dense(m, n, k, seed=bm + split + m)
+    sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
+    q, s = cupy.full((m, n), 0x7F, dtype=cupy.uint8), cugemm8.empty_scale((m, -(-n // 128)))
+    run = fp8_gemm.bind(cfg, a, sa, b, sb, q, out_scale=s)
+    run()
+    check_fp8(q, s, reference_product(a, sa, b, sb), scale_format)
+    q1, s1 = q.copy(), s.copy()
+    run()
+    assert bool((q1 == q).all()) and bool((s1.view(cupy.uint32) == s.view(cupy.uint32)).all()), "not repeatable"
 
 
 def test_zero_rows_give_the_floor_scale():
@@ -149,6 +170,26 @@ def test_masked_fp8_out(scale_format):
             check_fp8(q[g], s[g], ref[g], scale_format, rows=rows)
         assert bool((q[g, rows:] == 0x5A).all()), f"group {g}: payload past masked_m written"
         assert bool((s[g, rows:] == -1.0).all()), f"group {g}: scales past masked_m written"
+
+
+@pytest.mark.parametrize("scale_format", FORMATS)
+def test_masked_fp8_out_split_tail(scale_format):
+    """The masked split last wave (CTA pairs, the row amax shared) on 8 SMs; a light last block too."""
+    groups, max_m, n, k = 3, 300, 640, 1024
+    fmt = "float8_e4m3" if scale_format == "float32" else "float8_e4m3_ue8m0"
+    cfg = heuristics.make_config("masked", n, k, groups, 128, 128, tail_split=True, out_format=fmt)
+    _, _, a, sa, b, sb = make_masked(groups, max_m, n, k, seed=8)
+    sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
+    masked_m = cupy.asarray(np.array([300, 0, 20], dtype=np.int32))
+    q = cupy.full((groups, max_m, n), 0x5A, dtype=cupy.uint8)
+    s = cugemm8.empty_scale((groups, max_m, n // 128))
+    s[...] = -1.0
+    fp8_gemm.bind(cfg, a, sa, b, sb, q, layout=masked_m, grid=8, out_scale=s)()
+    ref = reference_product(a, sa, b, sb)
+    for g, rows in enumerate(cupy.asnumpy(masked_m)):
+        if rows:
+            check_fp8(q[g], s[g], ref[g], scale_format, rows=rows)
+        assert bool((q[g, rows:] == 0x5A).all()) and bool((s[g, rows:] == -1.0).all()), f"group {g}: rows past masked_m"
 
 
 @pytest.mark.parametrize("scale_format", FORMATS)

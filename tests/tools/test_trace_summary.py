@@ -59,5 +59,6 @@ def test_event_tags_match_the_kernel():
     python = {"Start": tt.START, "SetUp": tt.SET_UP, "Tile": tt.TILE, "MainDone": tt.MAIN_DONE,
               "Exchanged": tt.EXCHANGED, "Stored": tt.STORED, "Loop": tt.LOOP, "Staged": tt.STAGED,
               "Loads": tt.LOADS, "LoadsDone": tt.LOADS_DONE, "End": tt.END, "Ctas": tt.TRACE_CTAS,
-              "Slots": tt.TRACE_SLOTS}
+              "Slots": tt.TRACE_SLOTS, "KBlocks": tt.TRACE_KBLOCKS, "KbIssued": tt.KB_ISSUED, "KbWait": tt.KB_WAIT,
+              "KbReady": tt.KB_READY}
     assert cuda == python

@@ -104,7 +104,11 @@ def test_fp8_out_devices():
 def test_fp8_out_tiles(layout, m, n, k, g, fmt):
     cfg = heuristics.choose(layout, m, n, k, g, 132, fmt).config
     assert cfg.out_format == fmt and cfg.out_fp8
-    assert cfg.block_n % 128 == 0 and cfg.splits == 1 and cfg.swizzle_d == 128
+    assert cfg.block_n % 128 == 0 and cfg.swizzle_d == 128
+    assert cfg.splits == 1 or (cfg.block_n == 128 and heuristics.can_split_k(cfg.block_n, k, cfg.splits))
+    # split K (decode) and the masked split tail as bf16 has them, over the tiles e4m3 can use
+    if layout == "masked":
+        assert cfg.tail_split == heuristics.tail_split_for("masked", cfg.block_n, k)
     assert cfg.smem_bytes <= heuristics.SMEM_CAPACITY
     # bf16 picks are untouched by the option
     assert heuristics.choose(layout, m, n, k, g, 132).config.out_format == "bfloat16"
