@@ -16,7 +16,8 @@ from .decode import calibrate
 from .env import Env, quantize_a, quantize_b
 from .shapes import MASKED_MAX_M, Shape, contiguous_m_indices, draw_masked_m, geomean, shapes_for
 
-QUANT_SHAPES = ((4096, 7168), (4096, 24576), (16384, 7168), (128, 7168))   # [M, N] bf16 inputs
+QUANT_SHAPES = ((4096, 7168), (4096, 24576), (16384, 7168), (128, 7168))   # [M, N] bf16 inputs, per token
+BLOCK_QUANT_SHAPES = ((7168, 16384), (24576, 1536), (4096, 7168))          # [N, K] bf16 weights, per block
 
 
 def _dequant(cp, q, s, cols):
@@ -130,16 +131,20 @@ def bench_shape(env: Env, shape: Shape, reps: int) -> dict:
 
 
 def bench_quantizer(env: Env, reps: int, copy_bytes_per_s: float | None) -> list[dict]:
-    cp, cg = env.cp, env.cg
+    """Each standalone quantizer on bf16 input: bytes read + written per second, against the copy."""
+    cg = env.cg
     rows = []
-    for m, n in QUANT_SHAPES:
-        x = env.randn((m, n)).astype(cg.api.BF16)
-        t = statistics.median(env.timer.samples(lambda: cg.per_token_cast_to_fp8(x), reps))
-        nbytes = m * n * 2 + m * n + m * (-(-n // 128)) * 4
-        rows.append({"m": m, "n": n, "dtype": "bfloat16", "median_s": t, "bytes": nbytes, "bytes_per_s": nbytes / t,
-                     "fraction_of_copy": nbytes / t / copy_bytes_per_s if copy_bytes_per_s else None})
-        del x
-        env.free()
+    for kind, shapes, fn, scale_rows in (("per_token", QUANT_SHAPES, cg.per_token_cast_to_fp8, 1),
+                                         ("per_block", BLOCK_QUANT_SHAPES, cg.per_block_cast_to_fp8, 128)):
+        for m, n in shapes:
+            x = env.randn((m, n)).astype(cg.api.BF16)
+            t = statistics.median(env.timer.samples(lambda: fn(x), reps))
+            nbytes = m * n * 2 + m * n + -(-m // scale_rows) * (-(-n // 128)) * 4
+            rows.append({"quantizer": kind, "m": m, "n": n, "dtype": "bfloat16", "median_s": t, "bytes": nbytes,
+                         "bytes_per_s": nbytes / t,
+                         "fraction_of_copy": nbytes / t / copy_bytes_per_s if copy_bytes_per_s else None})
+            del x
+            env.free()
     return rows
 
 
@@ -151,7 +156,7 @@ def run_fp8_out(env: Env, args) -> dict:
     print(f"copy {copy_bw / 1e12:.2f} TB/s (read + written)" if copy_bw else "copy: not measured")
     for r in quant:
         frac = f"{r['fraction_of_copy']:.2f}" if r["fraction_of_copy"] else "-"
-        print(f"  per_token_cast_to_fp8 bf16 [{r['m']}, {r['n']}]: {r['median_s'] * 1e6:8.1f} us "
+        print(f"  {r['quantizer']}_cast_to_fp8 bf16 [{r['m']}, {r['n']}]: {r['median_s'] * 1e6:8.1f} us "
               f"{r['bytes_per_s'] / 1e12:.2f} TB/s  fraction of copy {frac}")
     shapes = [s for s in shapes_for("dense", args.quick) if s.m in (64, 128, 4096)]
     shapes += list(shapes_for("contiguous", args.quick)) + list(shapes_for("masked", args.quick))
@@ -173,6 +178,8 @@ def run_fp8_out(env: Env, args) -> dict:
     summary = {"speedup_over_unfused_geomean": geomean([r["speedup_over_unfused"] for r in ok]),
                "fused_over_bf16_geomean": geomean([r["fused_over_bf16"] for r in ok]),
                "fused_error_not_above_unfused": all(r["fused_error"] <= r["unfused_error"] for r in ok),
-               "quantizer_min_fraction_of_copy": min((r["fraction_of_copy"] or 0) for r in quant) if quant else None}
+               "per_token_fraction_of_copy_over_64MiB": min(
+                   ((r["fraction_of_copy"] or 0) for r in quant if r["quantizer"] == "per_token" and r["bytes"] >= 64 << 20),
+                   default=None)}
     print("summary: " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in summary.items()))
     return {"floor": floor, "quantizer": quant, "rows": rows, "summary": summary}

@@ -92,8 +92,8 @@ struct GemmConfig {
                   "a split tile needs a k-block and a column chunk of whole 8-column fragments per CTA");
     // An e4m3 output's scale group (128 columns) must lie in one tile: its amax is taken there (a split
     // tile's CTAs share their chunks' row amax, split.cuh), and a split chunk is whole 16-byte units.
-    static_assert(!kOutFp8 || (kBlockN % 128 == 0 && (kSplits == 1 || kBlockN == 128) && (kBlockN / kSplits) % 16 == 0 &&
-                               kSwizzleD == 128),
+    static_assert(!kOutFp8 || (kBlockN % 128 == 0 && (kSplits == 1 || kBlockN == 128) &&
+                               (kBlockN / kSplits) % 16 == 0 && kSwizzleD == 128),
                   "e4m3 output needs BLOCK_N a multiple of 128 (128 when split), 16-byte split chunks and the "
                   "128-byte output swizzle");
 };

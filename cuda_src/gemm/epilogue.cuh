@@ -91,7 +91,8 @@ struct Epilogue {
                                                      float* __restrict__ scale, uint32_t valid, uint32_t wg,
                                                      uint32_t warp, uint32_t lane) {
         static_assert(Cfg::kSwizzleD == 128 && Cfg::kAtomCols == 128, "one 128-byte swizzled atom per scale group");
-        static_assert(kF0 % 2 == 0 && kFrags % 2 == 0 && kF0 / 16 == (kF0 + kFrags - 1) / 16, "fragment pairs of a group");
+        static_assert(kF0 % 2 == 0 && kFrags % 2 == 0 && kF0 / 16 == (kF0 + kFrags - 1) / 16,
+                      "fragment pairs of one group");
         const uint32_t q = lane % 4;
         const bool odd = q & 1u;
         // Byte of the row's 16-byte chunk this lane's word lands at: lanes 0, 1, 2, 3 -> 0, 8, 4, 12.

@@ -73,7 +73,8 @@ struct MathWarpgroups {
             const uint32_t boundary = 128 - n0 % 128;  // tile columns below this use B's scale row n0 / 128
             stage_b_scales<kSplitTile>(first_pass, group, n0, loop.store_thread);
             CG8_MARK(kTraceStaged);
-            if constexpr (kSplitTile) Split::signal_ready(sm.split_ready, sm.split_received, sm.split_amax, t.split - 1);
+            if constexpr (kSplitTile)
+                Split::signal_ready(sm.split_ready, sm.split_received, sm.split_amax, t.split - 1);
             if (first_pass) fetch_next();
             CG8_MARK(kTraceLoop);
             const uint32_t kb_begin = kSplitTile ? t.kb_begin() : 0u;
@@ -149,7 +150,8 @@ struct MathWarpgroups {
             // Scales for rows of the tile below `valid` (rows past M, or past a masked group's count, stay as
             // they are), at row m0 + r of the group's scale block.
             const uint32_t valid = min(t.rows - m0, Cfg::kBlockM);
-            float* scale = d_scale + (uint64_t(Tiles::scale_group(t)) * Cfg::kScaleRowsB + n0 / 128) * ld_scale + m0;
+            float* scale = d_scale + uint64_t(n0 / 128) * ld_scale + m0;
+            if constexpr (Tiles::kScalesPerGroup) scale += uint64_t(t.group) * Cfg::kScaleRowsB * ld_scale;
             if constexpr (kSplitTile) {  // this CTA's chunk, with the tile rows' amax; the first CTA writes the scales
                 static_assert(Cfg::kBlockN == 128, "a split tile is one scale group");
                 static_for<0, Cfg::kSplits>([&](auto chunk) {

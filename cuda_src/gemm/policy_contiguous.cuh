@@ -26,6 +26,7 @@ struct ContiguousTiles {
     static constexpr bool kIdleSlabs = false;
     static constexpr bool kZeroRows = true;        // zero_rows() may be non-zero
     static constexpr bool kStoresByThreads = false;  // store_by_threads() may be true
+    static constexpr bool kScalesPerGroup = false;  // e4m3 output: one block of out_scale
     static constexpr uint32_t kSmemWordBytes = Records::kBytes;
     static constexpr uint32_t kRingBarriers = 2 * Records::kSlots;
 
@@ -122,8 +123,6 @@ struct ContiguousTiles {
             if (p == s) g = t.slab_group[s];
         return g;
     }
-    // e4m3 output: the block of out_scale the tile's rows' scales go to (one: rows are counted over all of D).
-    __device__ __forceinline__ static uint32_t scale_group(const Tile&) { return 0u; }
 
     // Slabs (of math warpgroup wg's kSlabsPerWG) that do MMAs in the pass starting at slab p.
     __device__ __forceinline__ uint32_t active_slabs(const Tile& t, uint32_t p, uint32_t wg) const {

@@ -22,6 +22,7 @@ struct MaskedTiles {
     // including each group: the search in locate().
     static constexpr bool kZeroRows = false;        // zero_rows() may be non-zero
     static constexpr bool kStoresByThreads = true;  // store_by_threads() may be true
+    static constexpr bool kScalesPerGroup = true;   // e4m3 output: a block of out_scale per group
     static constexpr uint32_t kSmemWordBytes = (kGroups * 8 + 15) / 16 * 16;
     static constexpr uint32_t kRingBarriers = 0;
     // The search for a tile's group takes log2 steps over the groups' tile totals.
@@ -144,8 +145,6 @@ struct MaskedTiles {
     }
     __device__ __forceinline__ uint32_t sa_row(const Tile& t) const { return uint32_t(t.group) * Cfg::kNumKBlocks; }
     __device__ __forceinline__ int32_t pass_group(const Tile& t, uint32_t) const { return t.group; }
-    // e4m3 output: the block of out_scale the tile's rows' scales go to (the group's: its rows are counted from 0).
-    __device__ __forceinline__ static uint32_t scale_group(const Tile& t) { return uint32_t(t.group); }
     __device__ __forceinline__ uint32_t active_slabs(const Tile&, uint32_t, uint32_t) const {
         return (1u << Cfg::kSlabsPerWG) - 1;
     }

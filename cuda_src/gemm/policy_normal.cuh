@@ -17,6 +17,7 @@ struct NormalTiles {
     static constexpr bool kIdleSlabs = false;
     static constexpr bool kZeroRows = false;        // zero_rows() may be non-zero
     static constexpr bool kStoresByThreads = false;  // store_by_threads() may be true
+    static constexpr bool kScalesPerGroup = false;  // e4m3 output: one block of out_scale
     static constexpr uint32_t kSmemWordBytes = 0;
     static constexpr uint32_t kRingBarriers = 0;
 
@@ -61,8 +62,6 @@ struct NormalTiles {
     __device__ __forceinline__ uint32_t a_row(const Tile& t) const { return t.m_block * Cfg::kBlockM; }
     __device__ __forceinline__ uint32_t sa_row(const Tile&) const { return 0u; }
     __device__ __forceinline__ int32_t pass_group(const Tile& t, uint32_t) const { return t.group; }
-    // e4m3 output: the block of out_scale the tile's rows' scales go to (one: rows are counted over all of D).
-    __device__ __forceinline__ static uint32_t scale_group(const Tile&) { return 0u; }
     __device__ __forceinline__ uint32_t active_slabs(const Tile&, uint32_t, uint32_t) const {
         return (1u << Cfg::kSlabsPerWG) - 1;
     }

@@ -129,7 +129,8 @@ struct SplitExchange {
             for (uint32_t w = 0; w < Cfg::kSlabsPerWG; ++w)
 #pragma unroll
                 for (uint32_t h = 0; h < 2; ++h)
-                    amax[w][h] = fmaxf(amax[w][h], ld_shared_f32(loop.shared(inbox + q * Cfg::kBlockM + row0 + w * 64 + h * 8)));
+                    amax[w][h] = fmaxf(amax[w][h],
+                                       ld_shared_f32(loop.shared(inbox + q * Cfg::kBlockM + row0 + w * 64 + h * 8)));
     }
 };
 
