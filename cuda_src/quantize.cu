@@ -77,15 +77,33 @@ extern "C" __global__ void per_token_cast_to_fp8(const void* __restrict__ x, int
 // The same for cols % 8 == 0 (rows then start on 16-byte boundaries of a 16-bit input, 32 of a float32 one)
 // and fewer than 2^31 tiles: 16 lanes per 1x128 tile, each loading 8 consecutive elements at once and storing
 // their 8 bytes, three tiles per half-warp in flight. Same results as per_token_cast_to_fp8.
+// 8 consecutive elements as raw 16-byte words (one for 16-bit inputs, two for float32), and as floats.
 template <int kInKind>
-__device__ __forceinline__ void load8(const void* x, long long i, float (&v)[8]) {
+struct Raw8 {
+    uint4 w[kInKind == 0 ? 2 : 1];
+};
+
+template <int kInKind>
+__device__ __forceinline__ Raw8<kInKind> load_raw8(const void* x, long long i) {
+    Raw8<kInKind> r;
     if constexpr (kInKind == 0) {
-        const float4 lo = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + i);
-        const float4 hi = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + i + 4);
-        v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+        r.w[0] = *reinterpret_cast<const uint4*>(static_cast<const float*>(x) + i);
+        r.w[1] = *reinterpret_cast<const uint4*>(static_cast<const float*>(x) + i + 4);
     } else {
-        const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const unsigned short*>(x) + i);
-        const unsigned int w[4] = {raw.x, raw.y, raw.z, raw.w};
+        r.w[0] = *reinterpret_cast<const uint4*>(static_cast<const unsigned short*>(x) + i);
+    }
+    return r;
+}
+
+template <int kInKind>
+__device__ __forceinline__ void unpack8(const Raw8<kInKind>& r, float (&v)[8]) {
+    if constexpr (kInKind == 0) {
+        const uint4 lo = r.w[0], hi = r.w[1];
+        v[0] = __uint_as_float(lo.x), v[1] = __uint_as_float(lo.y), v[2] = __uint_as_float(lo.z);
+        v[3] = __uint_as_float(lo.w), v[4] = __uint_as_float(hi.x), v[5] = __uint_as_float(hi.y);
+        v[6] = __uint_as_float(hi.z), v[7] = __uint_as_float(hi.w);
+    } else {
+        const unsigned int w[4] = {r.w[0].x, r.w[0].y, r.w[0].z, r.w[0].w};
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             const unsigned short b0 = w[j] & 0xFFFFu, b1 = w[j] >> 16;
@@ -98,6 +116,11 @@ __device__ __forceinline__ void load8(const void* x, long long i, float (&v)[8])
             }
         }
     }
+}
+
+template <int kInKind>
+__device__ __forceinline__ void load8(const void* x, long long i, float (&v)[8]) {
+    unpack8<kInKind>(load_raw8<kInKind>(x, i), v);
 }
 
 template <int kInKind>
@@ -213,3 +236,77 @@ extern "C" __global__ void per_block_cast_to_fp8(const void* __restrict__ x, int
         scale[tile] = s;
     }
 }
+
+// per_block_cast_to_fp8 for cols % 8 == 0, in one pass: each of 256 threads loads 8 consecutive elements of
+// 8 rows (16-byte loads) and keeps them in registers, as loaded, through the tile's amax. The two-pass kernel above reads
+// every element twice with 2- or 4-byte loads (0.21-0.24 of the copy bandwidth: NOTES.md v20).
+template <int kInKind>
+__device__ __forceinline__ void per_block_vec(const void* __restrict__ x, unsigned char* __restrict__ q,
+                                              float* __restrict__ scale, int rows, int cols, int ue8m0) {
+    __shared__ float partial[8];
+    const int row0 = blockIdx.y * 128, col = blockIdx.x * 128 + (threadIdx.x & 15) * 8;
+    const int r0 = threadIdx.x >> 4;  // this thread's rows: r0, r0 + 16, ..., r0 + 112 of the tile
+    const long long base = static_cast<long long>(blockIdx.z) * rows * cols;
+    // The raw words, not floats: half the registers for 16-bit inputs, so more CTAs fit on an SM.
+    Raw8<kInKind> raw[8];
+    float amax = 0.0f;
+#pragma unroll
+    for (int p = 0; p < 8; ++p) {
+        const int row = row0 + r0 + 16 * p;
+        if (row < rows && col < cols) {
+            raw[p] = load_raw8<kInKind>(x, base + static_cast<long long>(row) * cols + col);
+        } else {
+#pragma unroll
+            for (int j = 0; j < (kInKind == 0 ? 2 : 1); ++j) raw[p].w[j] = make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
+#pragma unroll
+    for (int p = 0; p < 8; ++p) {
+        float v[8];
+        unpack8<kInKind>(raw[p], v);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
+    }
+    amax = warp_max(amax);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = amax;
+    __syncthreads();
+    amax = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) amax = fmaxf(amax, partial[w]);
+    float s, inv;
+    scale_of(fmaxf(amax, 1e-4f), ue8m0, s, inv);
+#pragma unroll
+    for (int p = 0; p < 8; ++p) {
+        const int row = row0 + r0 + 16 * p;
+        if (row < rows && col < cols) {
+            float v[8];
+            unpack8<kInKind>(raw[p], v);
+            unsigned int packed[2];
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                const unsigned int lo = cg8::f32x2_to_e4m3x2_sat(__fmul_rn(v[4 * j], inv), __fmul_rn(v[4 * j + 1], inv));
+                const unsigned int hi = cg8::f32x2_to_e4m3x2_sat(__fmul_rn(v[4 * j + 2], inv),
+                                                                 __fmul_rn(v[4 * j + 3], inv));
+                packed[j] = lo | (hi << 16);
+            }
+            *reinterpret_cast<uint2*>(q + base + static_cast<long long>(row) * cols + col) =
+                make_uint2(packed[0], packed[1]);
+        }
+    }
+    if (threadIdx.x == 0) {
+        const long long tile = (static_cast<long long>(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+        scale[tile] = s;
+    }
+}
+
+// Grid (kblocks, nblocks, groups), 256 threads; one kernel per input kind (0 float32, 1 float16, 2 bfloat16),
+// so that each is allocated the registers it needs (64 to 86; a cap of 64 spilled).
+#define CG8_PER_BLOCK_VEC(kind)                                                                                    \
+    extern "C" __global__ void __launch_bounds__(256) per_block_cast_to_fp8_vec##kind(                            \
+        const void* __restrict__ x, int, unsigned char* __restrict__ q, float* __restrict__ scale, int rows,       \
+        int cols, int ue8m0) {                                                                                     \
+        per_block_vec<kind>(x, q, scale, rows, cols, ue8m0);                                                       \
+    }
+CG8_PER_BLOCK_VEC(0)
+CG8_PER_BLOCK_VEC(1)
+CG8_PER_BLOCK_VEC(2)

@@ -131,8 +131,10 @@ def per_block_cast_to_fp8(w, scale_format: str = "float32"):
         q = cupy.empty(w.shape, dtype=cupy.uint8)
         scale = cupy.empty(w.shape[:-2] + (nb, kb), dtype=cupy.float32)
         if groups and nb and kb:
-            _kernel("per_block_cast_to_fp8")(
-                (kb, nb, groups), (256,), (w, np.int32(kind), q, scale, np.int32(n), np.int32(k), np.int32(ue8m0)))
+            # one pass with 16-byte loads (a kernel per input kind), or the general two-pass kernel
+            name = f"per_block_cast_to_fp8_vec{kind}" if k % 8 == 0 else "per_block_cast_to_fp8"
+            _kernel(name)((kb, nb, groups), (256,), (w, np.int32(kind), q, scale, np.int32(n), np.int32(k),
+                                                     np.int32(ue8m0)))
     return q, scale
 
 
