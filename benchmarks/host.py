@@ -24,21 +24,28 @@ HOST_ONLY_CALLS = 100
 HOST_ONLY_BLOCKERS = 40           # 1 GiB memsets queued ahead (~13 ms of GPU work on an H200)
 
 
-def back_to_back(env: Env, fn, calls: int) -> dict:
+def back_to_back(env: Env, fn, calls: int, sync=None) -> dict:
     """Wall time per call of `calls` calls with no sync inside (one at the end); median of a few trials
-    (host timings on a shared machine are noisy), then the host's own cost."""
+    (host timings on a shared machine are noisy), then the host's own cost. `sync`: what waits for the calls'
+    GPU work when it is not on the benchmark's stream (JAX's own stream); the host-only column is then left
+    out, since the memsets that keep the GPU busy run on the benchmark's stream."""
+    own_stream = sync is None
+    sync = sync or env.sync
     for _ in range(OVERHEAD_WARMUP):
         fn()
-    env.sync()
+    sync()
     walls, enqueues = [], []
     for _ in range(OVERHEAD_TRIALS):
         t0 = time.perf_counter()
         for _ in range(calls):
             fn()
         t1 = time.perf_counter()
-        env.sync()
+        sync()
         walls.append((time.perf_counter() - t0) / calls * 1e6)
         enqueues.append((t1 - t0) / calls * 1e6)
+    if not own_stream:
+        return {"wall_us": statistics.median(walls), "enqueue_us": statistics.median(enqueues), "calls": calls,
+                "wall_us_trials": walls}
     hosts = [host_only(env, fn) for _ in range(OVERHEAD_TRIALS)]
     return {"wall_us": statistics.median(walls), "enqueue_us": statistics.median(enqueues), "calls": calls,
             "wall_us_trials": walls, "host_us": statistics.median(h[0] for h in hosts),
@@ -77,10 +84,18 @@ def run_overhead(env: Env, args) -> dict:
             variants["torch cuBLASLt blockwise"] = env.peers.blockwise(a, sa, b, sb)
         except Exception as exc:
             print(f"overhead: torch blockwise peer unavailable: {exc}")
+        variants.update(_torch_variants(env, a, sa_tma, b, sb, out))
+    syncs = {}
+    try:
+        jax_variants, device_sync = _jax_variants(env, a, sa, b, sb)
+        variants.update(jax_variants)
+        syncs = dict.fromkeys(jax_variants, device_sync)
+    except Exception as exc:   # JAX is optional
+        print(f"overhead: JAX variants unavailable: {type(exc).__name__}: {exc}")
     rows = {}
     for name, fn in variants.items():
         try:
-            rows[name] = back_to_back(env, fn, OVERHEAD_CALLS)
+            rows[name] = back_to_back(env, fn, OVERHEAD_CALLS, syncs.get(name))
         except Exception as exc:
             rows[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
     env.free()
@@ -92,6 +107,36 @@ def run_overhead(env: Env, args) -> dict:
         print(f"{name:36s} {fmt(r.get('wall_us'), '.2f', 13)} {fmt(r.get('enqueue_us'), '.2f', 16)} {host}"
               + (f"  {r['error']}" if "error" in r else ""))
     return {"shape": {"m": m, "n": n, "k": k}, "rows": rows}
+
+
+def _torch_variants(env: Env, a, sa_tma, b, sb, out) -> dict:
+    """cugemm8 called with torch tensors (e4m3 as torch.float8_e4m3fn): what DLPack intake and its stream
+    handshake add to a call."""
+    torch = env.peers.torch
+    cg = env.cg
+    ta, tb = (torch.from_dlpack(x).view(torch.float8_e4m3fn) for x in (a, b))
+    tsa, tsb, tout = (torch.from_dlpack(x) for x in (sa_tma, sb, out))
+    ptr = env.stream.ptr
+    return {"cugemm8, torch float8 tensors": lambda: cg.matmul(ta, tsa, tb, tsb, out=tout, stream=ptr)}
+
+
+def _jax_variants(env: Env, a, sa, b, sb) -> tuple[dict, object]:
+    """cugemm8.jax.matmul under jax.jit (a buffer callback on XLA's stream, A's scales padded and transposed by
+    XLA), and a jitted one-op JAX function as the floor of JAX's own dispatch."""
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")   # leave the GPU's memory to the other tables
+    import jax
+    import jax.numpy as jnp
+
+    import cugemm8.jax as cgj
+
+    args = tuple(jax.dlpack.from_dlpack(x) for x in (a, sa, b, sb))
+    env.sync()
+    gemm = jax.jit(cgj.matmul)
+    plus_one = jax.jit(lambda x: x + 1)
+    small = jnp.zeros((64, 64), jnp.float32)
+    device = env.cp.cuda.Device()
+    return ({"cugemm8.jax.matmul under jax.jit": lambda: gemm(*args),
+             "jax.jit(x + 1), 64x64 (JAX dispatch floor)": lambda: plus_one(small)}, device.synchronize)
 
 
 # ----------------------------------------------------------------------------- JIT

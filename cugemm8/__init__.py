@@ -3,14 +3,17 @@
     d = cugemm8.matmul(a, a_scale, b, b_scale)      # D[M, N] = (A*sa) @ (B*sb)^T in bfloat16
     d, d_scale = cugemm8.matmul(a, a_scale, b, b_scale, out_dtype="float8_e4m3")  # e4m3, 1x128 scales
 
-FP8 payloads are uint8 arrays of raw e4m3 bits. See README.md for layouts and rules.
+FP8 payloads are e4m3 bits: uint8 arrays, or float8_e4m3fn arrays from torch or JAX (taken through DLPack).
+See README.md for layouts and rules; ``cugemm8.jax`` has the GEMMs for JAX under ``jax.jit``.
 """
 from .api import (empty_scale, get_m_alignment_for_contiguous_layout, m_grouped_matmul_contiguous,
                   m_grouped_matmul_masked, matmul)
+from .errors import CaptureError
+from .jit import CompileError
 from .layout import get_col_major_tma_aligned_tensor, get_tma_aligned_size
 from .quantize import per_block_cast_to_fp8, per_token_cast_to_fp8
 from .reference import calc_diff
-from .runtime import get_num_sms, get_pdl, set_num_sms, set_pdl
+from .runtime import CudaError, get_num_sms, get_pdl, set_num_sms, set_pdl
 
 __version__ = "0.1.0"
 
@@ -18,5 +21,5 @@ __all__ = [
     "matmul", "m_grouped_matmul_contiguous", "m_grouped_matmul_masked",
     "get_m_alignment_for_contiguous_layout", "get_col_major_tma_aligned_tensor", "get_tma_aligned_size", "empty_scale",
     "per_token_cast_to_fp8", "per_block_cast_to_fp8", "calc_diff", "get_num_sms", "set_num_sms", "set_pdl",
-    "get_pdl",
+    "get_pdl", "CaptureError", "CompileError", "CudaError",
 ]

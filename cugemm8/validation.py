@@ -107,12 +107,12 @@ def _contiguous(x: ArrayInfo, name: str, itemsize: int) -> None:
 
 def _k_and_n(a_shape: tuple, b_shape: tuple) -> tuple:
     k, n = a_shape[-1], b_shape[-2]
-    if k < 16 or k % 16:
-        raise ValueError(f"a has K={k} (shape {a_shape}); K must be a multiple of 16 and at least 16")
+    if k % 16:   # K = 0 is allowed: D is zero
+        raise ValueError(f"a has K={k} (shape {a_shape}); K must be a multiple of 16 (or 0)")
     if b_shape[-1] != k:
         raise ValueError(f"b must have the same K as a (K={k}, a.shape={a_shape}); got b.shape={b_shape}")
-    if n < 8 or n % 8:
-        raise ValueError(f"b has N={n} (shape {b_shape}); N must be a multiple of 8 and at least 8")
+    if n % 8:    # N = 0 is allowed: D is empty
+        raise ValueError(f"b has N={n} (shape {b_shape}); N must be a multiple of 8 (or 0)")
     return k, n
 
 

@@ -190,11 +190,11 @@ def _fp8_shape_fault(draw, case: Case, name: str, shape: tuple) -> tuple:
     what = draw(st.sampled_from(options), label="fp8 shape fault")
     new = list(shape)
     if what == "k_bad":
-        new[-1] = draw(st.integers(0, 4000).filter(lambda v: v < 16 or v % 16), label="K")
+        new[-1] = draw(st.integers(1, 4000).filter(lambda v: v % 16), label="K")  # K = 0 is valid
     elif what == "k_mismatch":
         new[-1] = draw(st.integers(0, 4000).filter(lambda v: v != case.k), label="K")
     elif what == "n_bad":
-        new[-2] = draw(st.integers(0, 4000).filter(lambda v: v < 8 or v % 8), label="N")
+        new[-2] = draw(st.integers(1, 4000).filter(lambda v: v % 8), label="N")  # N = 0 is valid
     elif what == "sum_m_bad":
         new[0] = draw(st.integers(1, 3000).filter(lambda v: v % CONTIGUOUS_M_ALIGNMENT), label="sum M")
     elif case.layout == "contiguous" or name == "a":

@@ -1,0 +1,6 @@
+"""The exceptions cugemm8 raises besides TypeError and ValueError (bad arguments), in one place."""
+from __future__ import annotations
+
+
+class CaptureError(RuntimeError):
+    """A call would allocate (its result, or a converted a_scale) while its stream captures a CUDA graph."""
