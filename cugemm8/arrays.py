@@ -101,18 +101,24 @@ def stream_handle(stream) -> int:
         if stream < 0:
             raise ValueError(f"stream must be a non-negative CUDA stream handle; got {stream}")
         return stream
+    if isinstance(stream, type):
+        _bad_stream(stream)
     protocol = getattr(stream, "__cuda_stream__", None)
     if protocol is not None:
         try:
             version, handle = protocol()
         except Exception as exc:
-            raise TypeError(f"stream.__cuda_stream__() must return (version, handle); it raised {exc!r}") from exc
+            raise TypeError(f"stream must return (version, handle) from __cuda_stream__(); it raised {exc!r}") from exc
         if isinstance(handle, int) and not isinstance(handle, bool):
             return handle
-        raise TypeError(f"stream.__cuda_stream__() must return (version, handle int); got handle {handle!r}")
+        raise TypeError(f"stream must return (version, handle int) from __cuda_stream__(); got handle {handle!r}")
     handle = getattr(stream, "cuda_stream", None)
     if isinstance(handle, int) and not isinstance(handle, bool):
         return handle
+    _bad_stream(stream)
+
+
+def _bad_stream(stream):
     raise TypeError(f"stream must be None, a CUDA stream handle int, a cupy.cuda.Stream, a torch.cuda.Stream or "
                     f"anything with __cuda_stream__ or an int cuda_stream; got {type_name(stream)}")
 

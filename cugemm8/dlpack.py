@@ -5,9 +5,10 @@ CuPy's own ``from_dlpack`` refuses float8 (DLPack type code 10, which torch and 
 cugemm8 take e4m3 arrays as their uint8 bits and tell the producer which stream the GEMM runs on, so
 that the producer orders its pending work before it (DLPack's stream handshake).
 
-Only the structures of the DLPack header are used (v0.x ``DLManagedTensor`` and v1.x
-``DLManagedTensorVersioned``); the consumer renames the capsule to ``used_*`` and calls the producer's
-deleter once the array (and every view of it) is gone.
+Only the structures of the DLPack header are read (v0.x ``DLManagedTensor`` and v1.x
+``DLManagedTensorVersioned``). The capsule is not consumed: the cupy view keeps the capsule itself alive,
+and the capsule's destructor (which the protocol requires of every producer) frees the tensor when the last
+view is gone. That leaves nothing to rename and no deleter to call, which keeps a call cheap (NOTES.md, v21).
 """
 from __future__ import annotations
 
@@ -36,42 +37,17 @@ _CODE_NAMES = {0: "int", 1: "uint", 2: "float", 3: "opaque handle", 4: "bfloat",
 
 # The DLPack structures, read with struct (one read per structure; ctypes field access costs more).
 _TENSOR = struct.Struct("<QiiiBBHQQQ")  # data, device (type, id), ndim, dtype (code, bits, lanes), shape*, strides*, byte_offset
-_POINTER = struct.Struct("<Q")
-# (offset of the DLTensor, offset of the deleter) in DLManagedTensorVersioned (version, manager_ctx, deleter,
-# flags, dl_tensor) and in DLManagedTensor (dl_tensor, manager_ctx, deleter).
-_LAYOUT = {b"dltensor_versioned": (32, 16), b"dltensor": (0, 56)}
-
-_DELETER = ctypes.PYFUNCTYPE(None, ctypes.c_void_p)   # called with the GIL held
-_deleters: dict[int, object] = {}                     # deleter address -> its ctypes callable
+_TENSOR_OFFSET = {b"dltensor_versioned": 32, b"dltensor": 0}   # after (version, manager_ctx, deleter, flags)
 
 _api = ctypes.pythonapi
-_api.PyCapsule_IsValid.restype = ctypes.c_int
-_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_GetName.restype = ctypes.c_char_p
+_api.PyCapsule_GetName.argtypes = [ctypes.py_object]
 _api.PyCapsule_GetPointer.restype = ctypes.c_void_p
 _api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_api.PyCapsule_SetName.restype = ctypes.c_int
-_api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_capsule_name = _api.PyCapsule_GetName
+_capsule_pointer = _api.PyCapsule_GetPointer
 _string_at = ctypes.string_at
-
-# Names the capsule is renamed to once consumed. They must outlive the capsule (PyCapsule keeps the pointer).
-_USED = {b"dltensor": ctypes.c_char_p(b"used_dltensor"),
-         b"dltensor_versioned": ctypes.c_char_p(b"used_dltensor_versioned")}
-
-
-class _Owner:
-    """Holds a consumed capsule's tensor; calls the producer's deleter when the last view is gone."""
-    __slots__ = ("address", "deleter")
-
-    def __init__(self, address: int, deleter: int):
-        self.address, self.deleter = address, deleter
-
-    def __del__(self):
-        if self.deleter:
-            call = _deleters.get(self.deleter)
-            if call is None:
-                call = _deleters[self.deleter] = _DELETER(self.deleter)
-            self.deleter = 0
-            call(self.address)
+_unpack = struct.unpack
 
 
 def _capsule(x, stream_ptr: int | None):
@@ -94,16 +70,17 @@ def from_dlpack(x, name: str, stream_ptr: int | None) -> cupy.ndarray:
     None for no handshake. Raises TypeError naming ``name`` for host memory, an unsupported dtype or a
     malformed capsule."""
     capsule = _capsule(x, stream_ptr)
-    for key in (b"dltensor_versioned", b"dltensor"):
-        if _api.PyCapsule_IsValid(capsule, key):
-            break
-    else:
-        raise TypeError(f"{name}.__dlpack__() did not return a DLPack capsule; got {type(capsule).__name__}")
-    address = _api.PyCapsule_GetPointer(capsule, key)
-    tensor_at, deleter_at = _LAYOUT[key]
+    try:
+        key = _capsule_name(capsule)
+    except (ValueError, ctypes.ArgumentError):
+        key = None
+    tensor_at = _TENSOR_OFFSET.get(key)
+    if tensor_at is None:
+        raise TypeError(f"{name}.__dlpack__() did not return an unused DLPack capsule; got "
+                        f"{type(capsule).__name__} named {key!r}")
+    address = _capsule_pointer(capsule, key)
     (data, device, device_id, ndim, code, bits, lanes, shape_at, strides_at,
-     byte_offset) = _TENSOR.unpack(_string_at(address + tensor_at, _TENSOR.size))
-    # Read everything before taking ownership: an error below leaves the capsule to free itself.
+     byte_offset) = _TENSOR.unpack(_string_at(address + tensor_at, 48))
     if device != KDL_CUDA and device != KDL_CUDA_MANAGED:
         where = _DEVICE_NAMES.get(device, f"DLPack device type {device}")
         raise TypeError(f"{name} is in {where} memory; cugemm8 needs a CUDA device array")
@@ -112,15 +89,20 @@ def from_dlpack(x, name: str, stream_ptr: int | None) -> cupy.ndarray:
         kind = _CODE_NAMES.get(code, f"type code {code}")
         raise TypeError(f"{name} has a DLPack dtype cugemm8 does not take ({kind}, {bits} bits, {lanes} lanes)")
     itemsize = dtype.itemsize
-    shape = struct.unpack(f"<{ndim}q", _string_at(shape_at, 8 * ndim)) if ndim else ()
-    if strides_at and ndim:
-        strides = tuple([s * itemsize for s in struct.unpack(f"<{ndim}q", _string_at(strides_at, 8 * ndim))])
-    else:  # NULL strides: compact row-major
-        strides, step = [], itemsize
-        for extent in reversed(shape):
-            strides.append(step)
-            step *= max(extent, 1)
-        strides = tuple(reversed(strides))
+    if ndim == 2 and strides_at:   # the common case, one read for shape and one for strides
+        shape = _unpack("<2q", _string_at(shape_at, 16))
+        s0, s1 = _unpack("<2q", _string_at(strides_at, 16))
+        strides = (s0 * itemsize, s1 * itemsize)
+    else:
+        shape = _unpack(f"<{ndim}q", _string_at(shape_at, 8 * ndim)) if ndim else ()
+        if strides_at and ndim:
+            strides = tuple([v * itemsize for v in _unpack(f"<{ndim}q", _string_at(strides_at, 8 * ndim))])
+        else:  # NULL strides: compact row-major
+            strides, step = [], itemsize
+            for extent in reversed(shape):
+                strides.append(step)
+                step *= max(extent, 1)
+            strides = tuple(reversed(strides))
     if 0 in shape:
         extent = 0
     else:
@@ -130,8 +112,5 @@ def from_dlpack(x, name: str, stream_ptr: int | None) -> cupy.ndarray:
                 raise TypeError(f"{name} has negative strides {strides} (bytes); cugemm8 takes arrays with "
                                 "non-negative strides")
             extent += (n - 1) * st
-    deleter = _POINTER.unpack(_string_at(address + deleter_at, 8))[0]
-    if _api.PyCapsule_SetName(capsule, _USED[key]) != 0:
-        raise TypeError(f"{name}: could not take ownership of its DLPack capsule")
-    memory = cupy.cuda.UnownedMemory(data + byte_offset, extent, _Owner(address, deleter), device_id)
+    memory = cupy.cuda.UnownedMemory(data + byte_offset, extent, capsule, device_id)
     return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(memory, 0), strides)

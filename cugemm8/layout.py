@@ -59,7 +59,7 @@ def is_tma_aligned(info) -> bool:
     return False
 
 
-def get_col_major_tma_aligned_tensor(x):
+def get_col_major_tma_aligned_tensor(x) -> cupy.ndarray:
     """Return ``x`` (float32 [M, KB] or [G, M, KB] on the GPU) in the kernel's A-scale layout.
 
     Already-aligned input comes back unchanged (no copy); anything else is copied, with one kernel

@@ -82,7 +82,7 @@ def _ue8m0(scale_format) -> int:
 
 
 # --------------------------------------------------------------------------- GPU (CuPy)
-def per_token_cast_to_fp8(x, scale_format: str = "float32"):
+def per_token_cast_to_fp8(x, scale_format: str = "float32") -> "tuple[cupy.ndarray, cupy.ndarray]":
     """x: float32/float16/bfloat16 [M, K] (or [G, M, K]) on the GPU ->
     (q uint8 [M, K] e4m3 bits, scale float32 [M, ceil(K/128)] row-major), same leading dims.
     scale_format: "float32" (amax / 448) or "ue8m0" (rounded up to a power of two)."""
@@ -115,7 +115,7 @@ def _sm_count(device: int) -> int:
     return cupy.cuda.runtime.deviceGetAttribute(cupy.cuda.runtime.cudaDevAttrMultiProcessorCount, device)
 
 
-def per_block_cast_to_fp8(w, scale_format: str = "float32"):
+def per_block_cast_to_fp8(w, scale_format: str = "float32") -> "tuple[cupy.ndarray, cupy.ndarray]":
     """w: float32/float16/bfloat16 [N, K] (or [G, N, K]) on the GPU ->
     (q uint8 [N, K] e4m3 bits, scale float32 [ceil(N/128), ceil(K/128)]), same leading dims.
     scale_format: "float32" (amax / 448) or "ue8m0" (rounded up to a power of two)."""

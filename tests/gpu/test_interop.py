@@ -210,6 +210,29 @@ def test_cuda_graph_capture_and_replay():
     check_against_reference(out, a, sa, b, sb, x, w)
 
 
+def test_torch_cuda_graph(torch):
+    """The README's torch recipe: warm up, aligned a_scale, out=, capture with torch.cuda.graph."""
+    m, n, k = 64, 512, 1024
+    x, w, a, sa, b, sb = make_dense(m, n, k, seed=15)
+    ref = cugemm8.matmul(a, sa, b, sb)
+    cupy.cuda.Device().synchronize()
+    ta, tb = (torch.from_dlpack(v).view(torch.float8_e4m3fn) for v in (a, b))
+    tsa = torch.from_dlpack(cugemm8.get_col_major_tma_aligned_tensor(sa))
+    tsb = torch.from_dlpack(sb)
+    out = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        cugemm8.matmul(ta, tsa, tb, tsb, out=out, stream=side)     # warm-up outside the capture
+    torch.cuda.synchronize()
+    out.zero_()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        cugemm8.matmul(ta, tsa, tb, tsb, out=out, stream=torch.cuda.current_stream())
+    graph.replay()
+    torch.cuda.synchronize()
+    assert (bits(out) == bits(ref)).all()
+
+
 @pytest.mark.parametrize("what", ["out", "a_scale"])
 def test_cuda_graph_refuses_allocation(what):
     m, n, k = 64, 256, 512
