@@ -114,3 +114,16 @@ def from_dlpack(x, name: str, stream_ptr: int | None) -> cupy.ndarray:
             extent += (n - 1) * st
     memory = cupy.cuda.UnownedMemory(data + byte_offset, extent, capsule, device_id)
     return cupy.ndarray(shape, dtype, cupy.cuda.MemoryPointer(memory, 0), strides)
+
+
+def data_pointer(x) -> tuple[int, int]:
+    """(address of the first element, device id) of a CUDA DLPack producer, with no handshake and no view: for
+    buffers whose shape, dtype and order the caller already knows (XLA's, inside a buffer callback)."""
+    capsule = x.__dlpack__(stream=-1)
+    key = _capsule_name(capsule)
+    tensor_at = _TENSOR_OFFSET[key]
+    data, device, device_id, _, _, _, _, _, _, byte_offset = _TENSOR.unpack(
+        _string_at(_capsule_pointer(capsule, key) + tensor_at, 48))
+    if device != KDL_CUDA and device != KDL_CUDA_MANAGED:
+        raise TypeError(f"a buffer in DLPack device type {device} memory; cugemm8 needs CUDA device memory")
+    return data + byte_offset, device_id

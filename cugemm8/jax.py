@@ -26,7 +26,7 @@ import numpy as np
 
 from . import api
 from .arrays import FLOAT32, UINT8, ArrayInfo
-from .dlpack import from_dlpack
+from .dlpack import data_pointer, from_dlpack
 from .layout import aligned_strides, get_tma_aligned_size
 from .validation import (check_contiguous, check_dense, check_expected_m, check_fp8_out, check_masked,
                          check_out_format)
@@ -105,6 +105,9 @@ def _function(layout: str, fmt: str, expected_m: int):
             lead = (groups,)
         if fp8:
             check_fp8_out(None, None, lead + (rows, n), "[..., N]", n, 0)
+        groups = lead[0] if lead else (infos[2].shape[0] if layout == "contiguous" else 1)
+        problem = api.Problem(layout, 0, rows, (min(expected_m, rows) or 1) if layout == "masked" else rows, n, k,
+                              groups, "aligned", lead + (rows, n), k, k, n, 0, fmt)
         # a_scale [..., M, KB] -> storage [..., KB, aligned M] (row-major), the kernel's layout.
         pad = get_tma_aligned_size(rows, 4) - rows
         storage = jnp.swapaxes(a_scale, -1, -2)
@@ -117,7 +120,7 @@ def _function(layout: str, fmt: str, expected_m: int):
         else:
             shapes = d
         call = jax.experimental.buffer_callback.buffer_callback(
-            functools.partial(_launch, layout, fmt, expected_m, rows), shapes)
+            functools.partial(_launch, problem, expected_m), shapes)
         result = call(*args)
         if not fp8:
             return result
@@ -129,23 +132,51 @@ def _function(layout: str, fmt: str, expected_m: int):
     return jax.jit(run)
 
 
-def _launch(layout: str, fmt: str, expected_m: int, rows: int, ctx, out, *buffers) -> None:
-    """The buffer callback: XLA's buffers as cupy views, then cugemm8's launch on XLA's stream. The buffers are
-    XLA's own, ready in that stream's order, so no DLPack handshake is asked for."""
-    stream = ctx.stream
-    names = _NAMES[layout]
+def _launch(problem: api.Problem, expected_m: int, ctx, out, *buffers) -> None:
+    """The buffer callback: launch cugemm8's kernel on XLA's stream. The buffers' shapes were checked when the
+    function was traced and XLA's buffers are compact, so a launch needs only their addresses (NOTES.md, v21:
+    building array views cost ~10 µs per buffer). The launcher is prepared once per device."""
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    a_ptr, device = data_pointer(buffers[0])
+    prep = _prepared.get((problem, device))
+    if prep is None:
+        prep = _prepare(problem, device, a_ptr)
+    launcher = prep.launcher
+    if launcher is None:   # nothing to compute, or K = 0: the general path fills the result
+        _launch_general(problem, expected_m, ctx.stream, outs, buffers)
+        return
+    ptrs = [data_pointer(x)[0] for x in buffers[1:]]
+    d_scale = data_pointer(outs[1])[0] if len(outs) > 1 else 0
+    launcher.launch(a_ptr, ptrs[1], ptrs[0], data_pointer(outs[0])[0], ptrs[2], ptrs[3] if len(ptrs) > 3 else 0,
+                    ctx.stream, d_scale)
+
+
+_prepared: dict = {}
+
+
+def _prepare(problem: api.Problem, device: int, a_ptr: int):
+    with cupy.cuda.Device(device):
+        prep = api._prepare(("jax", problem, device), problem._replace(device=device, base_ptr=a_ptr))
+    _prepared[(problem, device)] = prep
+    return prep
+
+
+def _launch_general(problem: api.Problem, expected_m: int, stream: int, outs, buffers) -> None:
+    """The API call on cupy views of the buffers, for the cases with no kernel to launch (M, N or K zero)."""
+    names = _NAMES[problem.layout]
     arrays = [from_dlpack(x, name, None) for name, x in zip(names, buffers)]
-    fp8 = fmt != "bfloat16"
-    d = from_dlpack(out[0] if fp8 else out, "out", None)
-    d_scale = _m_major(from_dlpack(out[1], "out_scale", None), rows) if fp8 else None
+    fp8 = problem.out_format != "bfloat16"
+    rows = problem.rows
+    d = from_dlpack(outs[0], "out", None)
+    d_scale = _m_major(from_dlpack(outs[1], "out_scale", None), rows) if fp8 else None
     a, a_scale, b, b_scale = arrays[0], _m_major(arrays[1], rows), arrays[2], arrays[3]
-    out_dtype, scale_format = ("float8_e4m3", "ue8m0" if fmt.endswith("ue8m0") else "float32") if fp8 \
-        else ("bfloat16", "float32")
+    out_dtype, scale_format = ("float8_e4m3", "ue8m0" if problem.out_format.endswith("ue8m0") else "float32") \
+        if fp8 else ("bfloat16", "float32")
     kwargs = dict(out=d, out_dtype=out_dtype, scale_format=scale_format, out_scale=d_scale, stream=stream)
     with cupy.cuda.Device(a.data.device_id):
-        if layout == "normal":
+        if problem.layout == "normal":
             api.matmul(a, a_scale, b, b_scale, **kwargs)
-        elif layout == "contiguous":
+        elif problem.layout == "contiguous":
             api.m_grouped_matmul_contiguous(a, a_scale, b, b_scale, arrays[4], **kwargs)
         else:
             api.m_grouped_matmul_masked(a, a_scale, b, b_scale, arrays[4], expected_m, **kwargs)
