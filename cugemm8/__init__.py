@@ -6,6 +6,15 @@
 FP8 payloads are e4m3 bits: uint8 arrays, or float8_e4m3fn arrays from torch or JAX (taken through DLPack).
 See README.md for layouts and rules; ``cugemm8.jax`` has the GEMMs for JAX under ``jax.jit``.
 """
+from ._version import __version__
+
+try:
+    import cupy  # noqa: F401
+    import cuda.bindings  # noqa: F401
+except ImportError as exc:  # installed without a CUDA extra
+    raise ImportError(f"cugemm8 needs CuPy and cuda-python for your CUDA version ({exc}); install "
+                      "'cugemm8[cu13]' (driver for CUDA 13) or 'cugemm8[cu12]' (driver for CUDA 12.8+)") from exc
+
 from .api import (empty_scale, get_m_alignment_for_contiguous_layout, m_grouped_matmul_contiguous,
                   m_grouped_matmul_masked, matmul)
 from .errors import CaptureError
@@ -14,8 +23,6 @@ from .layout import get_col_major_tma_aligned_tensor, get_tma_aligned_size
 from .quantize import per_block_cast_to_fp8, per_token_cast_to_fp8
 from .reference import calc_diff
 from .runtime import CudaError, get_num_sms, get_pdl, set_num_sms, set_pdl
-
-__version__ = "0.1.0"
 
 __all__ = [
     "matmul", "m_grouped_matmul_contiguous", "m_grouped_matmul_masked",

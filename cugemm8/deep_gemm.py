@@ -1,0 +1,99 @@
+"""DeepGEMM's early names and calling convention over cugemm8, for code moving from DeepGEMM:
+
+    import cugemm8.deep_gemm as deep_gemm
+    deep_gemm.gemm_fp8_fp8_bf16_nt((a, a_scale), (b, b_scale), out)
+
+Each GEMM takes (payload, scales) pairs and a required `out`, writes `out` and returns None, as DeepGEMM's
+first API (through commit 8dfa329) did. Arguments are anything cugemm8 takes: torch tensors
+(``float8_e4m3fn`` or uint8 payloads), CuPy or JAX arrays.
+
+The stream: DeepGEMM runs on torch's current stream. So do these functions when given torch tensors: the
+CUDA array interface of `out` or of a scale tensor names the stream its producer is on (torch's current
+stream; bf16 tensors have no interface, the float32 scales do). Otherwise they use CuPy's current stream.
+`stream=` overrides both.
+
+Differences from DeepGEMM: a row-major `a_scale` is accepted (converted on every call; pass the
+TMA-aligned layout to avoid that); `get_col_major_tma_aligned_tensor` returns a CuPy array (hand it back as it
+is, or `torch.from_dlpack` it); the weight-gradient GEMMs, `bench`, `bench_kineto` and the `jit` module are
+not provided. See docs/migration.md.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from . import api
+from .layout import get_col_major_tma_aligned_tensor, get_tma_aligned_size
+from .runtime import get_num_sms, set_num_sms
+
+__all__ = ["gemm_fp8_fp8_bf16_nt", "m_grouped_gemm_fp8_fp8_bf16_nt_contiguous", "m_grouped_gemm_fp8_fp8_bf16_nt_masked",
+           "get_col_major_tma_aligned_tensor", "get_tma_aligned_size", "get_m_alignment_for_contiguous_layout",
+           "get_num_sms", "set_num_sms", "ceil_div"]
+
+get_m_alignment_for_contiguous_layout = api.get_m_alignment_for_contiguous_layout
+
+
+def ceil_div(x: int, y: int) -> int:
+    """The least integer >= x / y."""
+    return (x + y - 1) // y
+
+
+def _pair(value, name: str, what: str) -> tuple:
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        shown = f"a {type(value).__name__} of length {len(value)}" if isinstance(value, (tuple, list)) \
+            else type(value).__name__
+        raise TypeError(f"{name} must be a pair {what}; got {shown}")
+    return tuple(value)
+
+
+def _stream(stream, *arrays):
+    """`stream` if given, else the first stream one of `arrays`' CUDA array interfaces names (torch: its current
+    stream; the interface's 1 and 2 are the legacy and per-thread default streams' own handles), else None
+    (CuPy's current stream)."""
+    if stream is not None:
+        return stream
+    for x in arrays:
+        try:
+            named = x.__cuda_array_interface__.get("stream")
+        except Exception:   # no interface (CuPy's arrays: CuPy's stream is right), or a dtype it cannot show
+            continue
+        if isinstance(named, int) and not isinstance(named, bool):
+            return named
+    return None
+
+
+def gemm_fp8_fp8_bf16_nt(lhs: tuple, rhs: tuple, out: Any, *, stream: Any = None) -> None:
+    """out = (lhs[0] * lhs[1]) @ (rhs[0] * rhs[1])^T: lhs (e4m3 [M, K], float32 [M, ceil(K/128)]), rhs (e4m3 [N, K],
+    float32 [ceil(N/128), ceil(K/128)]), out bfloat16 [M, N]. cugemm8.matmul with out=out."""
+    a, a_scale = _pair(lhs, "lhs", "(a [M, K], a_scale [M, ceil(K/128)])")
+    b, b_scale = _pair(rhs, "rhs", "(b [N, K], b_scale [ceil(N/128), ceil(K/128)])")
+    _require_out(out)
+    api.matmul(a, a_scale, b, b_scale, out=out, stream=_stream(stream, out, a_scale, b_scale))
+
+
+def m_grouped_gemm_fp8_fp8_bf16_nt_contiguous(lhs: tuple, rhs: tuple, out: Any, m_indices: Any, *,
+                                              stream: Any = None) -> None:
+    """The contiguous MoE layout: lhs (e4m3 [sum M, K], scales), rhs (e4m3 [G, N, K], float32 [G, ceil(N/128),
+    ceil(K/128)]), out bfloat16 [sum M, N], m_indices int32 [sum M] (-1 on padding rows).
+    cugemm8.m_grouped_matmul_contiguous with out=out."""
+    a, a_scale = _pair(lhs, "lhs", "(a [sum M, K], a_scale [sum M, ceil(K/128)])")
+    b, b_scale = _pair(rhs, "rhs", "(b [G, N, K], b_scale [G, ceil(N/128), ceil(K/128)])")
+    _require_out(out)
+    api.m_grouped_matmul_contiguous(a, a_scale, b, b_scale, m_indices, out=out,
+                                    stream=_stream(stream, out, a_scale, b_scale))
+
+
+def m_grouped_gemm_fp8_fp8_bf16_nt_masked(lhs: tuple, rhs: tuple, out: Any, masked_m: Any, expected_m: int, *,
+                                          stream: Any = None) -> None:
+    """The masked MoE layout: lhs (e4m3 [G, max_m, K], scales), rhs (e4m3 [G, N, K], scales), out bfloat16
+    [G, max_m, N], masked_m int32 [G] on the device, expected_m a host hint.
+    cugemm8.m_grouped_matmul_masked with out=out."""
+    a, a_scale = _pair(lhs, "lhs", "(a [G, max_m, K], a_scale [G, max_m, ceil(K/128)])")
+    b, b_scale = _pair(rhs, "rhs", "(b [G, N, K], b_scale [G, ceil(N/128), ceil(K/128)])")
+    _require_out(out)
+    api.m_grouped_matmul_masked(a, a_scale, b, b_scale, masked_m, expected_m, out=out,
+                                stream=_stream(stream, out, a_scale, b_scale))
+
+
+def _require_out(out) -> None:
+    if out is None:
+        raise TypeError("out must be a bfloat16 device array (DeepGEMM's GEMMs write into out); got None")
