@@ -14,11 +14,10 @@ Instructions are decoded from the ELF's code sections (cugemm8.sass); no disasse
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Mapping, Union
 
-from . import sass
+from . import envvars, sass
 
 # Part of the JIT cache key (with any non-default argument of interleave): bump it whenever the
 # patch's output for a given cubin may change.
@@ -140,8 +139,8 @@ def interleave(cubin: bytes, fraction: float = 9 / 16, *, keep_compiler_yields: 
 FFMA_INTERLEAVE_DEFAULT = False
 FFMA_DEFAULT_FRACTION = 9 / 16
 FFMA_DEFAULT_KEEP_COMPILER_YIELDS = True
-DISABLE_ENV = "CUGEMM8_DISABLE_FFMA_INTERLEAVE"   # "1": off, "0": on, unset or empty: the default
-PRINT_ENV = "CUGEMM8_PRINT_FFMA_PATCH"            # anything but "" or "0": print each patched FFMA
+DISABLE_ENV = envvars.DISABLE_FFMA_INTERLEAVE   # on: the patch is off; off ("0"): on; unset: the default
+PRINT_ENV = envvars.PRINT_FFMA_PATCH            # a flag: print each patched FFMA
 
 
 @dataclass(frozen=True)
@@ -173,15 +172,14 @@ _FFMA_KEYS = {"enabled", "fraction", "keep_compiler_yields"}
 
 def ffma_interleave_enabled() -> bool:
     """The default policy: FFMA_INTERLEAVE_DEFAULT unless CUGEMM8_DISABLE_FFMA_INTERLEAVE says otherwise."""
-    value = os.environ.get(DISABLE_ENV, "")
-    if value == "":
+    if not envvars.is_set(DISABLE_ENV):
         return FFMA_INTERLEAVE_DEFAULT
-    return value == "0"
+    return not envvars.flag(DISABLE_ENV)
 
 
 def print_patch_enabled() -> bool:
     """CUGEMM8_PRINT_FFMA_PATCH asks for every patched FFMA to be printed."""
-    return os.environ.get(PRINT_ENV, "") not in ("", "0")
+    return envvars.flag(PRINT_ENV)
 
 
 def ffma_settings(ffma: FfmaSpec = None) -> FfmaSettings:

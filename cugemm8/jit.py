@@ -3,7 +3,12 @@
 * memory: a dict from cache key to cubin bytes, for this process;
 * disk: ``$CUGEMM8_CACHE_DIR`` (default ``~/.cache/cugemm8``), one file per key, written to a
   temporary name and renamed into place (atomic), with a SHA-256 of the cubin in its header so a
-  truncated or corrupted file is detected and rebuilt.
+  truncated or corrupted file is detected and rebuilt. Files are created readable as the umask allows
+  (0o666 & ~umask), like any other file the process writes.
+
+Processes that start together (ranks of one server) compile each kernel once: the compile of one key runs
+under an exclusive ``flock`` on ``locks/<key>.lock`` in the cache directory, and whoever takes the lock second
+reads the first one's file. JIT events go to the ``cugemm8.jit`` logger.
 
 The key covers everything that changes the binary: the rendered source, every file under
 ``cuda_src/``, the NVRTC options, NVRTC's version and the SASS patcher's version. Compiling needs no
@@ -11,15 +16,24 @@ GPU and no driver.
 """
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
+import logging
 import os
 import tempfile
 import threading
+import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
+from . import envvars
+
+log = logging.getLogger(__name__)
+
 ARCH_OPTION = "-arch=sm_90a"
+LOCK_DIR = "locks"          # the compile locks' folder, inside the cache directory
 _CACHE_MAGIC = b"CUGEMM8CUBIN1\n"
 
 
@@ -62,10 +76,10 @@ def _sources_digest() -> str:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("CUGEMM8_CACHE_DIR")
+    root = envvars.path(envvars.CACHE_DIR)
     if root:
         return Path(root)
-    xdg = os.environ.get("XDG_CACHE_HOME")
+    xdg = envvars.path("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "cugemm8"
 
 
@@ -140,6 +154,15 @@ def _read_disk(path: Path) -> bytes | None:
     return cubin if hashlib.sha256(cubin).digest() == digest else None
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_umask()   # what open() would give; mkstemp's files are 0o600
+
+
 def _write_disk(path: Path, cubin: bytes) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,6 +170,7 @@ def _write_disk(path: Path, cubin: bytes) -> None:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(_CACHE_MAGIC + hashlib.sha256(cubin).digest() + cubin)
+            os.chmod(tmp, _FILE_MODE)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -157,6 +181,25 @@ def _write_disk(path: Path, cubin: bytes) -> None:
             _warned_dirs.add(where)
             warnings.warn(f"cugemm8: JIT cache directory {where} is not writable ({exc}); "
                           "kernels are cached in memory only", RuntimeWarning, stacklevel=3)
+            log.warning("JIT cache directory %s is not writable (%s); kernels are cached in memory only", where, exc)
+
+
+@contextmanager
+def _compile_lock(path: Path):
+    """An exclusive flock on ``locks/<key>.lock`` in the cache directory, across processes; nothing if the
+    directory cannot hold one (the compile then runs unlocked). Lock files stay: removing one while another
+    process waits on it would let a third take a new lock beside it."""
+    try:
+        (path.parent / LOCK_DIR).mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.parent / LOCK_DIR / f"{path.stem}.lock", os.O_RDWR | os.O_CREAT, _FILE_MODE)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)   # releases the lock
 
 
 def build(source: str, *, name: str = "cugemm8.cu", options: tuple[str, ...] | None = None,
@@ -172,11 +215,23 @@ def build(source: str, *, name: str = "cugemm8.cu", options: tuple[str, ...] | N
         if cubin is not None:
             return cubin
         path = cache_dir() / f"{key}.cubin"
-        cubin = None if os.environ.get("CUGEMM8_JIT_DISABLE_CACHE") else _read_disk(path)
+        use_disk = not envvars.flag(envvars.JIT_DISABLE_CACHE)
+        cubin = _read_disk(path) if use_disk else None
         if cubin is None:
-            cubin = compile_cubin(source, name=name, options=opts)
-            if patch is not None:
-                cubin = patch(cubin)
-            _write_disk(path, cubin)
+            with _compile_lock(path):
+                cubin = _read_disk(path) if use_disk else None   # another process may have built it meanwhile
+                if cubin is None:
+                    log.info("compiling %s (key %s)", name, key)
+                    start = time.perf_counter()
+                    cubin = compile_cubin(source, name=name, options=opts)
+                    if patch is not None:
+                        cubin = patch(cubin)
+                    _write_disk(path, cubin)
+                    log.info("compiled %s in %.2f s: %d bytes, %s", name, time.perf_counter() - start, len(cubin),
+                             path)
+                else:
+                    log.info("loaded %s from %s (built by another process)", name, path)
+        else:
+            log.info("loaded %s from %s", name, path)
         _memory[key] = cubin
         return cubin

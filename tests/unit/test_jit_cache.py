@@ -56,7 +56,12 @@ def entry(root: Path, source: str, options=OPTIONS, patch_version: str = "") -> 
 
 
 def leftovers(root: Path) -> list[str]:
-    return sorted(p.name for p in root.iterdir() if not p.name.endswith(".cubin") or p.name.startswith("."))
+    return sorted(p.name for p in files(root) if not p.name.endswith(".cubin") or p.name.startswith("."))
+
+
+def files(root: Path) -> list[Path]:
+    """The cache directory's entries, without the compile locks' folder."""
+    return [p for p in root.iterdir() if p.name != jit.LOCK_DIR]
 
 
 # ----------------------------------------------------------------------------- many processes at once
@@ -126,7 +131,7 @@ def test_concurrent_processes_one_valid_entry_per_key(cache, tmp_path):
     expected = {jit.cache_key(s, OPTIONS): jit.compile_cubin(s, options=OPTIONS) for s in sources}
     for seen in results:
         assert seen == {k: hashlib.sha256(v).hexdigest() for k, v in expected.items()}
-    assert sorted(p.name for p in root.iterdir()) == sorted(f"{k}.cubin" for k in expected), \
+    assert sorted(p.name for p in files(root)) == sorted(f"{k}.cubin" for k in expected), \
         "exactly one file per key, no temporary files left"
     for key, cubin in expected.items():
         assert jit._read_disk(root / f"{key}.cubin") == cubin
@@ -185,10 +190,10 @@ def test_compile_error_leaves_no_entry(cache):
         jit.build(bad, options=OPTIONS)
     assert "cugemm8.cu" in str(caught.value)
     assert not jit._memory
-    assert not root.exists() or list(root.iterdir()) == []
+    assert not root.exists() or files(root) == []
     good = tiny_source("after a compile error")
     assert jit.build(good, options=OPTIONS) == jit.compile_cubin(good, options=OPTIONS)
-    assert sorted(p.name for p in root.iterdir()) == [entry(root, good).name]
+    assert sorted(p.name for p in files(root)) == [entry(root, good).name]
 
 
 # ----------------------------------------------------------------------------- unwritable directories
@@ -357,3 +362,60 @@ def test_key_change_forces_rebuild_end_to_end(cache, sources_copy, monkeypatch):
     jit._sources_digest.cache_clear()
     assert rebuilt() == plain
     assert len(list(root.glob("*.cubin"))) == 5 and leftovers(root) == []
+
+
+# ----------------------------------------------------------------------------- ranks that start together
+RANK = textwrap.dedent("""
+    import logging, os, sys, time
+    from cugemm8 import jit
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout, format="%(message)s")
+    ready, go, source = sys.argv[1], sys.argv[2], sys.argv[3]
+    open(ready, "w").close()
+    while not os.path.exists(go):
+        time.sleep(0.002)
+    jit.build(source, options=tuple(sys.argv[4:]))
+""")
+
+
+def test_ranks_starting_together_compile_once(cache, tmp_path):
+    """Four processes ask for one kernel at the same moment: one compiles it, three load its file (the
+    jit logger says which; the children's counts, not timing, decide)."""
+    root, _ = cache
+    script = tmp_path / "rank.py"
+    script.write_text(RANK)
+    go = tmp_path / "go"
+    source = tiny_source(f"ranks {tmp_path.name}")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+               CUGEMM8_CACHE_DIR=str(root))
+    env.pop("CUGEMM8_JIT_DISABLE_CACHE", None)
+    procs = [subprocess.Popen([sys.executable, str(script), str(tmp_path / f"ready-{i}"), str(go), source, *OPTIONS],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(4)]
+    deadline = time.time() + 120
+    while not all((tmp_path / f"ready-{i}").exists() for i in range(4)):
+        assert time.time() < deadline and all(p.poll() is None for p in procs), "ranks did not start"
+        time.sleep(0.01)
+    go.touch()
+    logs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), logs
+    compiled = sum(line.startswith("compiling ") for log in logs for line in log.splitlines())
+    loaded = sum(line.startswith("loaded ") for log in logs for line in log.splitlines())
+    assert (compiled, loaded) == (1, 3), logs
+
+
+def test_cache_files_follow_the_umask(cache):
+    root, _ = cache
+    jit.build(tiny_source("mode"), options=OPTIONS)
+    (path,) = root.glob("*.cubin")
+    assert path.stat().st_mode & 0o777 == 0o666 & ~jit._umask()
+
+
+@pytest.mark.parametrize("value, on", [("1", True), ("yes", True), ("0", False), ("", False), ("off", False),
+                                       ("False", False), ("NO", False)])
+def test_disable_cache_flag_reads_zero_as_off(cache, monkeypatch, value, on):
+    root, compiles = cache
+    source = tiny_source("flag")
+    jit.build(source, options=OPTIONS)
+    jit._memory.clear()
+    monkeypatch.setenv("CUGEMM8_JIT_DISABLE_CACHE", value)
+    jit.build(source, options=OPTIONS)
+    assert len(compiles) == (2 if on else 1)
