@@ -6,7 +6,11 @@
 FP8 payloads are e4m3 bits: uint8 arrays, or float8_e4m3fn arrays from torch or JAX (taken through DLPack).
 See README.md for layouts and rules; ``cugemm8.jax`` has the GEMMs for JAX under ``jax.jit``.
 """
+import logging
+
 from ._version import __version__
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())   # the application decides what is shown
 
 try:
     import cupy  # noqa: F401
@@ -20,6 +24,7 @@ from .api import (empty_scale, get_m_alignment_for_contiguous_layout, m_grouped_
 from .errors import CaptureError
 from .jit import CompileError
 from .layout import get_col_major_tma_aligned_tensor, get_tma_aligned_size
+from .precompile import precompile
 from .quantize import per_block_cast_to_fp8, per_token_cast_to_fp8
 from .reference import calc_diff
 from .runtime import CudaError, get_num_sms, get_pdl, set_num_sms, set_pdl
@@ -28,5 +33,5 @@ __all__ = [
     "matmul", "m_grouped_matmul_contiguous", "m_grouped_matmul_masked",
     "get_m_alignment_for_contiguous_layout", "get_col_major_tma_aligned_tensor", "get_tma_aligned_size", "empty_scale",
     "per_token_cast_to_fp8", "per_block_cast_to_fp8", "calc_diff", "get_num_sms", "set_num_sms", "set_pdl",
-    "get_pdl", "CaptureError", "CompileError", "CudaError",
+    "get_pdl", "precompile", "CaptureError", "CompileError", "CudaError",
 ]

@@ -8,13 +8,15 @@ to the launch, which only swaps the arrays' addresses into the cached tensor map
 """
 from __future__ import annotations
 
+import logging
+import sys
 from typing import Any, NamedTuple, Union
 
 import cupy
 import ml_dtypes
 import numpy as np
 
-from . import fp8_gemm, runtime
+from . import envvars, fp8_gemm, runtime
 from .arrays import StreamRef, as_device_arrays, describe, stream_handle
 from .errors import CaptureError
 from .heuristics import CONTIGUOUS_M_ALIGNMENT, choose
@@ -22,9 +24,10 @@ from .layout import get_col_major_tma_aligned_tensor, get_tma_aligned_size
 from .validation import (check_contiguous, check_dense, check_expected_m, check_fp8_out, check_masked,
                          check_out_format)
 
+log = logging.getLogger(__name__)
 BF16 = np.dtype(ml_dtypes.bfloat16)
 _ND = cupy.ndarray
-_get_device = cupy.cuda.runtime.getDevice
+_get_device = runtime.current_device
 _is_capturing = cupy.cuda.runtime.streamIsCapturing
 
 Array = Any        # a CUDA device array: cupy.ndarray, a torch tensor, a JAX array, ... (see README, "Arrays")
@@ -89,12 +92,23 @@ def _prepare(key: tuple, problem: Problem) -> _Prepared:
         base = p.base_ptr   # each launch sets the real addresses
         launcher = fp8_gemm.get_launcher(plan.config, p.device, plan.grid, p.rows, p.a_ld, p.b_ld,
                                          get_tma_aligned_size(p.rows, 4), p.d_ld, (base, base, base, base))
+        _report_config(p, plan)
     zero_k = p.layout if (p.rows and p.n and not p.k) else ""
     prep = _Prepared(launcher, p.out_shape, p.a_scale_kind == "rowmajor", p.out_format, zero_k)
     if len(_prepared) >= _MAX_PREPARED:
         _prepared.clear()
     _prepared[key] = prep
     return prep
+
+
+def _report_config(p: Problem, plan) -> None:
+    """The configuration a new call signature got: on the cugemm8.api logger, and on stderr with
+    CUGEMM8_PRINT_CONFIGS."""
+    line = (f"{p.layout} M={p.plan_m} N={p.n} K={p.k} G={p.groups} on device {p.device}: "
+            f"{fp8_gemm.cfg_str(plan.config)}, split K {plan.config.split_k}, grid {plan.grid}")
+    log.info("configuration: %s", line)
+    if envvars.flag(envvars.PRINT_CONFIGS):
+        print(f"cugemm8: {line}", file=sys.stderr)
 
 
 def _describe_all(names: tuple, arrays: tuple) -> list:

@@ -48,6 +48,55 @@ def require_hopper(device: int) -> None:
                            f"({props['name']}) has compute capability {props['cc'][0]}.{props['cc'][1]}")
 
 
+def gpu_unavailable_reason() -> str | None:
+    """None when device 0 is a usable Hopper GPU; otherwise one sentence saying why not: no driver, a driver too
+    old for this install's CUDA (and which extra fits it), no visible device, or another GPU."""
+    try:
+        err, = cu.cuInit(0)
+    except Exception as exc:   # cuda.bindings could not load libcuda
+        return f"no NVIDIA driver found ({exc})"
+    if err == cu.CUresult.CUDA_ERROR_NO_DEVICE:
+        return "the NVIDIA driver sees no GPU (check CUDA_VISIBLE_DEVICES and the container's device access)"
+    if err != _SUCCESS:
+        return f"the NVIDIA driver could not start: {err.name}"
+    driver = _version(cu.cuDriverGetVersion()[1])
+    try:
+        needed = _version(cupy.cuda.runtime.runtimeGetVersion())
+    except Exception:
+        needed = None
+    if needed and driver[0] < needed[0]:
+        extra = {12: "cugemm8[cu12]"}.get(driver[0])
+        fix = f"install {extra}, or update the driver" if extra and driver >= (12, 8) else "update the driver"
+        return (f"the driver supports CUDA {driver[0]}.{driver[1]} but this install's CuPy needs CUDA "
+                f"{needed[0]}.{needed[1]}: {fix}")
+    err, count = cu.cuDeviceGetCount()
+    if err != _SUCCESS or count < 1:
+        return "the NVIDIA driver sees no GPU (check CUDA_VISIBLE_DEVICES and the container's device access)"
+    err, dev = cu.cuDeviceGet(0)
+    attr = cu.CUdevice_attribute
+    major = cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)[1]
+    minor = cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)[1]
+    if (major, minor) != (9, 0):
+        name = cu.cuDeviceGetName(256, dev)[1].split(b"\0")[0].decode(errors="replace")
+        return f"device 0 ({name}) has compute capability {major}.{minor}; cugemm8 needs Hopper (9.0, sm_90a)"
+    return None
+
+
+def _version(v: int) -> tuple[int, int]:
+    """A CUDA version int (12080) as (12, 8)."""
+    return v // 1000, (v % 1000) // 10
+
+
+def current_device() -> int:
+    """CuPy's current device. A driver problem (no driver, one too old for this install's CUDA) becomes a
+    CudaError that says why and what to install, instead of cudaErrorInsufficientDriver."""
+    try:
+        return cupy.cuda.runtime.getDevice()
+    except cupy.cuda.runtime.CUDARuntimeError as exc:
+        reason = gpu_unavailable_reason()
+        raise CudaError(f"no usable GPU: {reason or exc}") from exc
+
+
 _num_sms_override: dict[int, int] = {}
 
 

@@ -185,7 +185,7 @@ def tool_path(name: str) -> str:
         base = os.environ.get(env)
         if base and os.access(os.path.join(base, "bin", name), os.X_OK):
             return os.path.join(base, "bin", name)
-    raise FileNotFoundError(f"{name} not found (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm, "
+    raise FileNotFoundError(f"{name} not found (pip install \"cugemm8[sass]\", "
                             "or put the CUDA toolkit's bin/ on PATH)")
 
 
