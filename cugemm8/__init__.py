@@ -21,13 +21,12 @@ except ImportError as exc:  # installed without a CUDA extra
 
 from .api import (empty_scale, get_m_alignment_for_contiguous_layout, m_grouped_matmul_contiguous,
                   m_grouped_matmul_masked, matmul)
-from .errors import CaptureError
-from .jit import CompileError
+from .errors import CaptureError, CompileError, CudaError
 from .layout import get_col_major_tma_aligned_tensor, get_tma_aligned_size
 from .precompile import precompile
 from .quantize import per_block_cast_to_fp8, per_token_cast_to_fp8
 from .reference import calc_diff
-from .runtime import CudaError, get_num_sms, get_pdl, set_num_sms, set_pdl
+from .runtime import get_num_sms, get_pdl, set_num_sms, set_pdl
 
 __all__ = [
     "matmul", "m_grouped_matmul_contiguous", "m_grouped_matmul_masked",

@@ -29,16 +29,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import envvars
+from .errors import CompileError
 
 log = logging.getLogger(__name__)
 
 ARCH_OPTION = "-arch=sm_90a"
 LOCK_DIR = "locks"          # the compile locks' folder, inside the cache directory
 _CACHE_MAGIC = b"CUGEMM8CUBIN1\n"
-
-
-class CompileError(RuntimeError):
-    """NVRTC rejected a source; the message holds NVRTC's log."""
 
 
 def source_dir() -> Path:

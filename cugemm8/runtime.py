@@ -11,12 +11,10 @@ import threading
 import cupy
 from cuda.bindings import driver as cu
 
+from .errors import CudaError
+
 _SUCCESS = cu.CUresult.CUDA_SUCCESS
 ERROR_INVALID_CONTEXT = int(cu.CUresult.CUDA_ERROR_INVALID_CONTEXT)
-
-
-class CudaError(RuntimeError):
-    pass
 
 
 def _check(result, what: str):
