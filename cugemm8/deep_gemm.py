@@ -7,10 +7,11 @@ Each GEMM takes (payload, scales) pairs and a required `out`, writes `out` and r
 first API (through commit 8dfa329) did. Arguments are anything cugemm8 takes: torch tensors
 (``float8_e4m3fn`` or uint8 payloads), CuPy or JAX arrays.
 
-The stream: DeepGEMM runs on torch's current stream. So do these functions when given torch tensors: the
-CUDA array interface of `out` or of a scale tensor names the stream its producer is on (torch's current
-stream; bf16 tensors have no interface, the float32 scales do). Otherwise they use CuPy's current stream.
-`stream=` overrides both.
+The stream: DeepGEMM runs on torch's current stream, which cugemm8 cannot ask torch for (it never imports
+torch, and torch's array interface names no stream). These functions run on `stream=`, default CuPy's
+current stream. On torch's default stream that is the same stream (the legacy default stream), so code that
+never leaves it needs no change. Code on a side stream passes `stream=torch.cuda.current_stream()`. The
+inputs' pending work is ordered before the GEMM either way (DLPack's stream handshake).
 
 Differences from DeepGEMM: a row-major `a_scale` is accepted (converted on every call; pass the
 TMA-aligned layout to avoid that); `get_col_major_tma_aligned_tensor` returns a CuPy array (hand it back as it
@@ -45,29 +46,13 @@ def _pair(value, name: str, what: str) -> tuple:
     return tuple(value)
 
 
-def _stream(stream, *arrays):
-    """`stream` if given, else the first stream one of `arrays`' CUDA array interfaces names (torch: its current
-    stream; the interface's 1 and 2 are the legacy and per-thread default streams' own handles), else None
-    (CuPy's current stream)."""
-    if stream is not None:
-        return stream
-    for x in arrays:
-        try:
-            named = x.__cuda_array_interface__.get("stream")
-        except Exception:   # no interface (CuPy's arrays: CuPy's stream is right), or a dtype it cannot show
-            continue
-        if isinstance(named, int) and not isinstance(named, bool):
-            return named
-    return None
-
-
 def gemm_fp8_fp8_bf16_nt(lhs: tuple, rhs: tuple, out: Any, *, stream: Any = None) -> None:
     """out = (lhs[0] * lhs[1]) @ (rhs[0] * rhs[1])^T: lhs (e4m3 [M, K], float32 [M, ceil(K/128)]), rhs (e4m3 [N, K],
     float32 [ceil(N/128), ceil(K/128)]), out bfloat16 [M, N]. cugemm8.matmul with out=out."""
     a, a_scale = _pair(lhs, "lhs", "(a [M, K], a_scale [M, ceil(K/128)])")
     b, b_scale = _pair(rhs, "rhs", "(b [N, K], b_scale [ceil(N/128), ceil(K/128)])")
     _require_out(out)
-    api.matmul(a, a_scale, b, b_scale, out=out, stream=_stream(stream, out, a_scale, b_scale))
+    api.matmul(a, a_scale, b, b_scale, out=out, stream=stream)
 
 
 def m_grouped_gemm_fp8_fp8_bf16_nt_contiguous(lhs: tuple, rhs: tuple, out: Any, m_indices: Any, *,
@@ -78,8 +63,7 @@ def m_grouped_gemm_fp8_fp8_bf16_nt_contiguous(lhs: tuple, rhs: tuple, out: Any, 
     a, a_scale = _pair(lhs, "lhs", "(a [sum M, K], a_scale [sum M, ceil(K/128)])")
     b, b_scale = _pair(rhs, "rhs", "(b [G, N, K], b_scale [G, ceil(N/128), ceil(K/128)])")
     _require_out(out)
-    api.m_grouped_matmul_contiguous(a, a_scale, b, b_scale, m_indices, out=out,
-                                    stream=_stream(stream, out, a_scale, b_scale))
+    api.m_grouped_matmul_contiguous(a, a_scale, b, b_scale, m_indices, out=out, stream=stream)
 
 
 def m_grouped_gemm_fp8_fp8_bf16_nt_masked(lhs: tuple, rhs: tuple, out: Any, masked_m: Any, expected_m: int, *,
@@ -90,8 +74,7 @@ def m_grouped_gemm_fp8_fp8_bf16_nt_masked(lhs: tuple, rhs: tuple, out: Any, mask
     a, a_scale = _pair(lhs, "lhs", "(a [G, max_m, K], a_scale [G, max_m, ceil(K/128)])")
     b, b_scale = _pair(rhs, "rhs", "(b [G, N, K], b_scale [G, ceil(N/128), ceil(K/128)])")
     _require_out(out)
-    api.m_grouped_matmul_masked(a, a_scale, b, b_scale, masked_m, expected_m, out=out,
-                                stream=_stream(stream, out, a_scale, b_scale))
+    api.m_grouped_matmul_masked(a, a_scale, b, b_scale, masked_m, expected_m, out=out, stream=stream)
 
 
 def _require_out(out) -> None:

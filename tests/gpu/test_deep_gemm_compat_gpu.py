@@ -1,5 +1,6 @@
 """GPU tier: cugemm8.deep_gemm gives the same bits as cugemm8's own calls, with CuPy arrays and with torch
-tensors (float8 payloads, a torch bf16 out, on torch's current stream)."""
+tensors (float8 payloads, a torch bf16 out, on a torch side stream passed as stream=, as docs/migration.md
+says)."""
 import cupy
 import pytest
 
@@ -35,18 +36,19 @@ def test_three_gemms_match_the_native_calls():
     assert same(out, ref)
 
 
-def test_torch_tensors_on_a_side_stream():
+def test_torch_tensors_on_a_non_blocking_side_stream():
     torch = pytest.importorskip("torch")
     x, w, a, sa, b, sb = make_dense(64, 512, 1024, seed=24)
     ref = cugemm8.matmul(a, sa, b, sb)
     cupy.cuda.Device().synchronize()
     ta, tb = (torch.from_dlpack(v).view(torch.float8_e4m3fn) for v in (a, b))
     tsa, tsb = torch.from_dlpack(sa), torch.from_dlpack(sb)
-    side = torch.cuda.Stream()
+    owner = cupy.cuda.Stream(non_blocking=True)    # no implicit ordering with the legacy default stream
+    side = torch.cuda.ExternalStream(owner.ptr)
     with torch.cuda.stream(side):
         out = torch.empty((64, 512), dtype=torch.bfloat16, device="cuda")
         torch.cuda._sleep(50_000_000)              # keeps the side stream busy: only its order makes this right
-        deep_gemm.gemm_fp8_fp8_bf16_nt((ta, tsa), (tb, tsb), out)
+        deep_gemm.gemm_fp8_fp8_bf16_nt((ta, tsa), (tb, tsb), out, stream=torch.cuda.current_stream())
         got = out.float() * 1                      # consumed on the side stream, as DeepGEMM's users do
     side.synchronize()
     assert torch.equal(got, torch.from_dlpack(ref).float())
