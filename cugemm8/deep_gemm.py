@@ -13,10 +13,20 @@ current stream. On torch's default stream that is the same stream (the legacy de
 never leaves it needs no change. Code on a side stream passes `stream=torch.cuda.current_stream()`. The
 inputs' pending work is ordered before the GEMM either way (DLPack's stream handshake).
 
-Differences from DeepGEMM: a row-major `a_scale` is accepted (converted on every call; pass the
-TMA-aligned layout to avoid that); `get_col_major_tma_aligned_tensor` returns a CuPy array (hand it back as it
-is, or `torch.from_dlpack` it); the weight-gradient GEMMs, `bench`, `bench_kineto` and the `jit` module are
-not provided. See docs/migration.md.
+Differences from DeepGEMM (details and a table in docs/migration.md):
+- `get_m_alignment_for_contiguous_layout()` returns cugemm8's 64, not DeepGEMM's 128: code that pads each
+  expert's segment to it pads less. Segments padded to 128 are still accepted.
+- A row-major `a_scale` is converted on each call, as DeepGEMM does (it with torch operations, cugemm8 with one
+  copy kernel). During a CUDA graph capture cugemm8 refuses that conversion (`cugemm8.CaptureError`): convert it
+  once beforehand with `get_col_major_tma_aligned_tensor`.
+- `get_col_major_tma_aligned_tensor` returns a CuPy array (hand it back as it is, or `torch.from_dlpack` it).
+- `set_num_sms` caps the current device only; DeepGEMM's cap is one value for the process.
+- Bad arguments raise `TypeError`/`ValueError` naming the argument, where DeepGEMM asserts. Some inputs that
+  DeepGEMM refuses are taken: uint8 payloads, padded row strides in the grouped layouts, a masked `max_m` that is
+  not a multiple of the block height, and N = 0, K = 0 or a masked `max_m` of 0.
+- Not provided: `wgrad_gemm_fp8_fp8_fp32_nt`, `k_grouped_wgrad_gemm_fp8_fp8_fp32_nt`, `calc_diff` (use
+  `cugemm8.calc_diff` on CuPy or NumPy arrays), `bench`, `bench_kineto` and the `jit` module. The `DG_*`
+  environment variables are not read (cugemm8's are `CUGEMM8_*`).
 """
 from __future__ import annotations
 

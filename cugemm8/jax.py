@@ -19,6 +19,7 @@ No differentiation rules and no vmap: these are inference/forward kernels.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import cupy
 import ml_dtypes
@@ -32,9 +33,10 @@ from .validation import (check_contiguous, check_dense, check_expected_m, check_
                          check_out_format)
 
 _E4M3 = np.dtype(ml_dtypes.float8_e4m3fn)
+_Result = Any   # a jax.Array D, or (D, D's scales) with e4m3 output (JAX is not imported to name its types)
 
 
-def matmul(a, a_scale, b, b_scale, *, out_dtype: str = "bfloat16", scale_format: str = "float32"):
+def matmul(a, a_scale, b, b_scale, *, out_dtype: str = "bfloat16", scale_format: str = "float32") -> _Result:
     """``cugemm8.matmul`` on JAX arrays: a [M, K] e4m3 (float8_e4m3fn or uint8), a_scale float32 [M, ceil(K/128)],
     b [N, K] e4m3, b_scale float32 [ceil(N/128), ceil(K/128)]. Returns D [M, N] bfloat16, or with
     out_dtype="float8_e4m3" (D float8_e4m3fn, D's scales float32 [M, ceil(N/128)])."""
@@ -42,13 +44,13 @@ def matmul(a, a_scale, b, b_scale, *, out_dtype: str = "bfloat16", scale_format:
 
 
 def m_grouped_matmul_contiguous(a, a_scale, b, b_scale, m_indices, *, out_dtype: str = "bfloat16",
-                                scale_format: str = "float32"):
+                                scale_format: str = "float32") -> _Result:
     """``cugemm8.m_grouped_matmul_contiguous`` on JAX arrays (m_indices int32 [sum M])."""
     return _function("contiguous", _format(out_dtype, scale_format), 0)(a, a_scale, b, b_scale, m_indices)
 
 
 def m_grouped_matmul_masked(a, a_scale, b, b_scale, masked_m, expected_m: int, *, out_dtype: str = "bfloat16",
-                            scale_format: str = "float32"):
+                            scale_format: str = "float32") -> _Result:
     """``cugemm8.m_grouped_matmul_masked`` on JAX arrays (masked_m int32 [G]; expected_m a Python int, static).
     Rows at or past masked_m[g] of D are unspecified: XLA's output buffer is not initialized there."""
     expected_m = check_expected_m(expected_m)

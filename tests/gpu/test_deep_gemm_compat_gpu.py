@@ -1,6 +1,6 @@
 """GPU tier: cugemm8.deep_gemm gives the same bits as cugemm8's own calls, with CuPy arrays and with torch
-tensors (float8 payloads, a torch bf16 out, on a torch side stream passed as stream=, as docs/migration.md
-says)."""
+tensors (uint8 or float8 payloads, a torch bf16 out, on a torch side stream passed as stream=, as
+docs/migration.md says)."""
 import cupy
 import pytest
 
@@ -36,12 +36,13 @@ def test_three_gemms_match_the_native_calls():
     assert same(out, ref)
 
 
-def test_torch_tensors_on_a_non_blocking_side_stream():
+@pytest.mark.parametrize("payload", ["uint8", "float8_e4m3fn"])
+def test_torch_tensors_on_a_non_blocking_side_stream(payload):
     torch = pytest.importorskip("torch")
     x, w, a, sa, b, sb = make_dense(64, 512, 1024, seed=24)
     ref = cugemm8.matmul(a, sa, b, sb)
     cupy.cuda.Device().synchronize()
-    ta, tb = (torch.from_dlpack(v).view(torch.float8_e4m3fn) for v in (a, b))
+    ta, tb = (torch.from_dlpack(v).view(getattr(torch, payload)) for v in (a, b))
     tsa, tsb = torch.from_dlpack(sa), torch.from_dlpack(sb)
     owner = cupy.cuda.Stream(non_blocking=True)    # no implicit ordering with the legacy default stream
     side = torch.cuda.ExternalStream(owner.ptr)
