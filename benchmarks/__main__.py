@@ -1,7 +1,7 @@
-"""Benchmark tables for cugemm8: dense, grouped (contiguous, masked), e4m3 output, decode (M <= 128), host
-overhead, JIT.
+"""Benchmark tables for cugemm8: dense, grouped (contiguous, masked), e4m3 output, the block transpose, decode
+(M <= 128), host overhead, JIT.
 
-    python -m benchmarks [--only dense|contiguous|masked|fp8out|overhead|jit|decode] [--reps 30] [--out DIR]
+    python -m benchmarks [--only dense|contiguous|masked|fp8out|transpose|overhead|jit|decode] [--reps 30] [--out DIR]
                          [--no-peers] [--quick]
 
 Inputs are built once per shape (random normal, quantized by cugemm8's GPU quantizers); each
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 # decode last: its full table runs for minutes, and every section before it is saved first
-SECTIONS = ("dense", "contiguous", "masked", "fp8out", "overhead", "jit", "decode")
+SECTIONS = ("dense", "contiguous", "masked", "fp8out", "transpose", "overhead", "jit", "decode")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -39,12 +39,13 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from . import decode, fp8_out, host, report, tables
+    from . import decode, fp8_out, host, report, tables, transpose
     from .env import Env
     from .peers import loaded_cublaslt_version
 
     runners = {"dense": tables.run_dense, "contiguous": tables.run_contiguous, "masked": tables.run_masked,
-               "fp8out": fp8_out.run_fp8_out, "overhead": host.run_overhead, "jit": host.run_jit, "decode": decode.run_decode}
+               "fp8out": fp8_out.run_fp8_out, "transpose": transpose.run_transpose,
+               "overhead": host.run_overhead, "jit": host.run_jit, "decode": decode.run_decode}
     try:
         env = Env(args)
     except Exception as exc:

@@ -26,11 +26,12 @@ from .layout import get_col_major_tma_aligned_tensor, get_tma_aligned_size
 from .precompile import precompile
 from .quantize import per_block_cast_to_fp8, per_token_cast_to_fp8
 from .reference import calc_diff
+from .transpose import transpose_fp8
 from .runtime import get_num_sms, get_pdl, set_num_sms, set_pdl
 
 __all__ = [
     "matmul", "m_grouped_matmul_contiguous", "m_grouped_matmul_masked",
     "get_m_alignment_for_contiguous_layout", "get_col_major_tma_aligned_tensor", "get_tma_aligned_size", "empty_scale",
-    "per_token_cast_to_fp8", "per_block_cast_to_fp8", "calc_diff", "get_num_sms", "set_num_sms", "set_pdl",
+    "per_token_cast_to_fp8", "per_block_cast_to_fp8", "transpose_fp8", "calc_diff", "get_num_sms", "set_num_sms", "set_pdl",
     "get_pdl", "precompile", "CaptureError", "CompileError", "CudaError",
 ]

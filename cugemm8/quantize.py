@@ -42,24 +42,28 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def kernel_source() -> str:
-    """cuda_src/quantize.cu with its one include (ptx/convert.cuh) written in: CuPy's compile cache keys
-    on the source text, so the text must hold everything the kernels are built from."""
+def kernel_source(file: str = "quantize.cu") -> str:
+    """A CUDA file of cuda_src/ with its include of ptx/convert.cuh written in: CuPy's compile cache keys on the
+    source text, so the text must hold everything the kernels are built from."""
     root = jit.source_dir()
     include = '#include "ptx/convert.cuh"'
-    return (root / "quantize.cu").read_text().replace(include, (root / "ptx" / "convert.cuh").read_text())
+    return (root / file).read_text().replace(include, (root / "ptx" / "convert.cuh").read_text())
+
+
+def raw_kernel(name: str, file: str):
+    """The RawKernel ``name`` from cuda_src/``file`` (CuPy compiles and loads it per device)."""
+    kernel = _kernel_cache.get((file, name))
+    if kernel is None:
+        with _kernel_lock:
+            kernel = _kernel_cache.get((file, name))
+            if kernel is None:
+                kernel = _kernel_cache[(file, name)] = cupy.RawKernel(kernel_source(file), name,
+                                                                      options=NVRTC_OPTIONS)
+    return kernel
 
 
 def _kernel(name: str):
-    """The RawKernel ``name`` from cuda_src/quantize.cu (CuPy compiles and loads it per device)."""
-    kernel = _kernel_cache.get(name)
-    if kernel is None:
-        with _kernel_lock:
-            kernel = _kernel_cache.get(name)
-            if kernel is None:
-                source = kernel_source()
-                kernel = _kernel_cache[name] = cupy.RawKernel(source, name, options=NVRTC_OPTIONS)
-    return kernel
+    return raw_kernel(name, "quantize.cu")
 
 
 def _input(x, name: str):
