@@ -1,46 +1,68 @@
 // The block transpose of a 128x128 block-scaled FP8 matrix, for the data gradient (dX = dY W needs W^T as the
-// B operand). The payload's transpose is exact: a byte per element moves, nothing is rounded. The scale grid is
-// transposed on the host side (cugemm8/transpose.py).
+// B operand). The transpose is exact: bytes move and each 128x128 block keeps its scale.
 //
-// A CTA moves a 64x64-byte tile of one matrix of the batch (blockIdx.z). Each of the 256 threads reads a 4x4-byte
-// block as four 32-bit words (16 threads cover 64 contiguous bytes of a row), transposes it in registers with
-// byte permutes, and writes it to shared memory at its transposed place. The tile then leaves as 16-byte row
-// segments (4 threads cover 64 contiguous bytes of an output row). Rows and columns are multiples of 16, so every
-// 4x4 block and every 16-byte segment is either wholly inside the matrix or wholly outside.
+// A CTA moves one 128x64-byte tile (128 input rows, 64 input columns) of one matrix of the batch (blockIdx.z);
+// many small CTAs keep more loads in flight than a resident grid walking the tiles (NOTES.md, v21). Each of the
+// 256 threads reads two 4x4-byte blocks as 32-bit words
+// (16 threads cover 64 contiguous bytes of a row), transposes them in registers with byte permutes and writes
+// them to shared memory at their transposed place; the tile then leaves as 16-byte segments (8 threads cover an
+// output row's 128 bytes). Rows and columns are multiples of 16, so every 4x4 block and every 16-byte segment is
+// wholly inside the matrix or outside. The tile that starts a 128x128 block also moves that block's scale.
 typedef unsigned int u32;   // NVRTC has no <stdint.h>
 typedef unsigned char u8;
 
-extern "C" __global__ void __launch_bounds__(256) transpose_u8(const u8* __restrict__ in,
-                                                               u8* __restrict__ out, int rows, int cols,
-                                                               long long in_batch, long long out_batch) {
-    __shared__ u32 tile[64][17];  // output rows x 16 words; the 17th word spreads the columns over banks
-    in += blockIdx.z * in_batch;
-    out += blockIdx.z * out_batch;
-    const int r0 = blockIdx.y * 64, c0 = blockIdx.x * 64;  // the tile's first input row and column
+constexpr int kTileRows = 128, kTileCols = 64, kThreads = 256;
+
+struct Tile {
+    u32 words[kTileCols][kTileRows / 4 + 1];  // output rows x 32 words; the extra word spreads rows over banks
+};
+
+__device__ __forceinline__ void move_tile(Tile& tile, const u8* __restrict__ src, u8* __restrict__ dst,
+                                          int rows, int cols, int r0, int c0) {
     const int tr = threadIdx.x / 16, tc = threadIdx.x % 16;
-
-    const int r = r0 + 4 * tr, c = c0 + 4 * tc;
-    u32 w0 = 0, w1 = 0, w2 = 0, w3 = 0;
-    if (r < rows && c < cols) {
-        const u8* p = in + (long long)r * cols + c;
-        w0 = __ldg(reinterpret_cast<const u32*>(p));
-        w1 = __ldg(reinterpret_cast<const u32*>(p + cols));
-        w2 = __ldg(reinterpret_cast<const u32*>(p + 2LL * cols));
-        w3 = __ldg(reinterpret_cast<const u32*>(p + 3LL * cols));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int r = r0 + 64 * h + 4 * tr, c = c0 + 4 * tc;
+        u32 w0 = 0, w1 = 0, w2 = 0, w3 = 0;
+        if (r < rows && c < cols) {
+            const u8* p = src + (long long)r * cols + c;
+            w0 = __ldg(reinterpret_cast<const u32*>(p));
+            w1 = __ldg(reinterpret_cast<const u32*>(p + cols));
+            w2 = __ldg(reinterpret_cast<const u32*>(p + 2LL * cols));
+            w3 = __ldg(reinterpret_cast<const u32*>(p + 3LL * cols));
+        }
+        // w_i holds input row i, byte j = column j. Output row j is (w0.j, w1.j, w2.j, w3.j).
+        const u32 lo01 = __byte_perm(w0, w1, 0x5140), hi01 = __byte_perm(w0, w1, 0x7362);
+        const u32 lo23 = __byte_perm(w2, w3, 0x5140), hi23 = __byte_perm(w2, w3, 0x7362);
+        const int word = 16 * h + tr;
+        tile.words[4 * tc + 0][word] = __byte_perm(lo01, lo23, 0x5410);
+        tile.words[4 * tc + 1][word] = __byte_perm(lo01, lo23, 0x7632);
+        tile.words[4 * tc + 2][word] = __byte_perm(hi01, hi23, 0x5410);
+        tile.words[4 * tc + 3][word] = __byte_perm(hi01, hi23, 0x7632);
     }
-    // w_i holds input row i, byte j = column j. Output row j is (w0.j, w1.j, w2.j, w3.j).
-    const u32 lo01 = __byte_perm(w0, w1, 0x5140), hi01 = __byte_perm(w0, w1, 0x7362);
-    const u32 lo23 = __byte_perm(w2, w3, 0x5140), hi23 = __byte_perm(w2, w3, 0x7362);
-    tile[4 * tc + 0][tr] = __byte_perm(lo01, lo23, 0x5410);
-    tile[4 * tc + 1][tr] = __byte_perm(lo01, lo23, 0x7632);
-    tile[4 * tc + 2][tr] = __byte_perm(hi01, hi23, 0x5410);
-    tile[4 * tc + 3][tr] = __byte_perm(hi01, hi23, 0x7632);
     __syncthreads();
-
-    const int orow = threadIdx.x / 4, quarter = threadIdx.x % 4;
-    const int oc = c0 + orow, or_ = r0 + 16 * quarter;  // output row (an input column), output column (an input row)
-    if (oc < cols && or_ < rows) {
-        const u32* t = tile[orow] + 4 * quarter;
-        *reinterpret_cast<uint4*>(out + (long long)oc * rows + or_) = make_uint4(t[0], t[1], t[2], t[3]);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int segment = threadIdx.x + kThreads * h;
+        const int orow = segment / 8, part = segment % 8;
+        const int oc = c0 + orow, ocol = r0 + 16 * part;  // output row (an input column), column (an input row)
+        if (oc < cols && ocol < rows) {
+            const u32* q = tile.words[orow] + 4 * part;
+            *reinterpret_cast<uint4*>(dst + (long long)oc * rows + ocol) = make_uint4(q[0], q[1], q[2], q[3]);
+        }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads) transpose_u8(const u8* __restrict__ in, u8* __restrict__ out,
+                                                                    const float* __restrict__ in_scale,
+                                                                    float* __restrict__ out_scale, int rows, int cols) {
+    __shared__ Tile tile;
+    const int r0 = blockIdx.y * kTileRows, c0 = blockIdx.x * kTileCols;
+    if (threadIdx.x == 0 && c0 % 128 == 0) {  // this tile starts the 128x128 block (r0 / 128, c0 / 128)
+        const int nb = (rows + 127) / 128, kb = (cols + 127) / 128;
+        const long long base = blockIdx.z * (long long)nb * kb;
+        out_scale[base + (c0 / 128) * nb + r0 / 128] = in_scale[base + (r0 / 128) * kb + c0 / 128];
+    }
+    const long long plane = blockIdx.z * (long long)rows * cols;
+    move_tile(tile, in + plane, out + plane, rows, cols, r0, c0);
 }

@@ -3,7 +3,7 @@
 
 Transposing such a matrix is exact: the payload's bytes move (``cuda_src/transpose.cu``) and the scale grid is
 transposed with them, block (i, j) of W becoming block (j, i) of Wᵀ with the same scale, partial edge blocks
-included.
+included; one kernel does both.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 from .arrays import FLOAT32, INT8, UINT8, as_device_array, type_name
 from .quantize import raw_kernel
 
-TILE = 64   # the kernel's tile (bytes a side)
+TILE_ROWS, TILE_COLS = 128, 64   # the kernel's tile of the input, in bytes
 
 
 def check_transpose(b_shape: tuple, b_dtype, b_contiguous: bool, scale_shape: tuple, scale_dtype) -> None:
@@ -50,13 +50,14 @@ def transpose_fp8(b, b_scale) -> "tuple[cupy.ndarray, cupy.ndarray]":
                          "both must be on the same device")
     n, k = b.shape[-2:]
     groups = b.shape[0] if b.ndim == 3 else 1
-    if groups > 65535:
-        raise ValueError(f"b holds {groups} groups; at most 65535 are supported")
+    if groups > 65535 or -(-n // TILE_ROWS) > 65535:   # the grid's y and z limits
+        raise ValueError(f"b has shape {b.shape}; at most 65535 groups and N <= {65535 * TILE_ROWS} are supported")
     with cupy.cuda.Device(b.data.device_id):
         out = cupy.empty(b.shape[:-2] + (k, n), dtype=b.dtype)
+        out_scale = cupy.empty(b_scale.shape[:-2] + b_scale.shape[:-3:-1], dtype=cupy.float32)
         if b.size:
-            grid = (-(-k // TILE), -(-n // TILE), groups)
-            raw_kernel("transpose_u8", "transpose.cu")(grid, (256,), (
-                b, out, np.int32(n), np.int32(k), np.int64(n * k), np.int64(n * k)))
-        out_scale = cupy.ascontiguousarray(b_scale.swapaxes(-1, -2))
+            b_scale = cupy.ascontiguousarray(b_scale)
+            grid = (-(-k // TILE_COLS), -(-n // TILE_ROWS), groups)
+            raw_kernel("transpose_u8", "transpose.cu")(grid, (256,), (b, out, b_scale, out_scale, np.int32(n),
+                                                                      np.int32(k)))
     return out, out_scale
