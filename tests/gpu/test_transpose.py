@@ -40,3 +40,14 @@ def test_refuses_before_launch():
         cugemm8.transpose_fp8(cupy.zeros((64, 72), cupy.uint8), cupy.zeros((1, 1), cupy.float32))
     with pytest.raises(ValueError, match="C-contiguous"):
         cugemm8.transpose_fp8(cupy.zeros((64, 128), cupy.uint8)[:, :64], cupy.zeros((1, 1), cupy.float32))
+
+
+@pytest.mark.parametrize("cast", ["per_token_cast_to_fp8", "per_block_cast_to_fp8"])
+def test_quantizers_take_token_dimension_views(cast):
+    """The weight gradient quantizes activations and output gradients along the token dimension: the quantizers
+    take the transposed (strided) view and give what they give on its contiguous copy."""
+    x = cupy.random.default_rng(5).standard_normal((384, 2112), dtype=cupy.float32)
+    fn = getattr(cugemm8, cast)
+    q, s = fn(x.T)
+    q2, s2 = fn(cupy.ascontiguousarray(x.T))
+    assert bool((q == q2).all()) and bool((s == s2).all())
