@@ -46,6 +46,7 @@ def test_matmul_stream_and_strided_operands():
     x, w, a, sa, b, sb = make_dense(m, n, k, seed=7)
     a_wide = cupy.zeros((m, k + 48), dtype=cupy.uint8)
     a_wide[:, :k] = a
+    cupy.cuda.Device().synchronize()   # the inputs come from the legacy stream, which `stream` does not wait for
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         out = cugemm8.matmul(a_wide[:, :k], sa, b, sb)

@@ -98,6 +98,7 @@ def test_stream_kinds(torch):
     m, n, k = 64, 256, 512
     x, w, a, sa, b, sb = make_dense(m, n, k, seed=8)
     ref = cugemm8.matmul(a, sa, b, sb)
+    cupy.cuda.Device().synchronize()   # inputs and ref come from the legacy stream; `cs` is not ordered after it
     ts = torch.cuda.Stream()
     cs = cupy.cuda.Stream(non_blocking=True)
 
@@ -195,10 +196,12 @@ def test_cuda_graph_capture_and_replay():
     sa = cugemm8.get_col_major_tma_aligned_tensor(sa)    # once, before the capture
     out = poisoned((m, n))
     stream = cupy.cuda.Stream(non_blocking=True)
+    cupy.cuda.Device().synchronize()   # the inputs and the poison come from the legacy stream: no order with `stream`
     cugemm8.matmul(a, sa, b, sb, out=out, stream=stream)  # warm-up: compile and load outside the capture
     stream.synchronize()
     ref = out.copy()
     out[...] = 0
+    cupy.cuda.Device().synchronize()
     stream.begin_capture()
     try:
         cugemm8.matmul(a, sa, b, sb, out=out, stream=stream)
@@ -240,6 +243,7 @@ def test_cuda_graph_refuses_allocation(what):
     aligned = cugemm8.get_col_major_tma_aligned_tensor(sa)
     stream = cupy.cuda.Stream(non_blocking=True)
     out = cupy.empty((m, n), ml_dtypes.bfloat16)
+    cupy.cuda.Device().synchronize()
     kwargs = {"out": None, "a_scale": aligned} if what == "out" else {"out": out, "a_scale": sa}
     cugemm8.matmul(a, kwargs["a_scale"], b, sb, out=kwargs["out"], stream=stream)   # warm-up
     stream.synchronize()

@@ -37,6 +37,7 @@ def test_masked_cuda_graph_replay_reads_masked_m_on_device():
     sa_aligned = cugemm8.get_col_major_tma_aligned_tensor(sa)
     mm = cupy.asarray(np.array([10, 0, 200, 64], dtype=np.int32))
     out = cupy.zeros((groups, max_m, n), dtype=BF16)
+    cupy.cuda.Device().synchronize()   # the inputs come from the legacy stream, which `stream` does not wait for
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         cugemm8.m_grouped_matmul_masked(a, sa_aligned, b, sb, mm, 128, out=out)  # compile + load first
