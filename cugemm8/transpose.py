@@ -13,7 +13,7 @@ import numpy as np
 from .arrays import FLOAT32, INT8, UINT8, as_device_array, type_name
 from .quantize import raw_kernel
 
-TILE_ROWS, TILE_COLS = 128, 64   # the kernel's tile of the input, in bytes
+TILE_ROWS, TILE_COLS = 128, 128   # the kernel's tile of the input, in bytes (one scale block)
 
 
 def check_transpose(b_shape: tuple, b_dtype, b_contiguous: bool, scale_shape: tuple, scale_dtype) -> None:
