@@ -298,7 +298,7 @@ def _build_one(job) -> float:
 def precompile(args, num_sms: int) -> None:
     """Fill the disk cache with every (configuration, variant) in parallel processes (jit.build
     compiles one source at a time per process); the measurement then loads them from disk."""
-    if args.jobs <= 1 or os.environ.get("CUGEMM8_JIT_DISABLE_CACHE"):
+    if args.jobs <= 1 or _cache_disabled():
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -362,3 +362,11 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _cache_disabled() -> bool:
+    """CUGEMM8_JIT_DISABLE_CACHE, read by the package's rule (0, false, no, off: off); imported here, not at the top,
+    so that importing this module needs no CuPy."""
+    from cugemm8 import envvars
+
+    return envvars.flag(envvars.JIT_DISABLE_CACHE)

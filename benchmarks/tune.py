@@ -61,7 +61,7 @@ def compile_all(cfgs, jobs: int) -> dict:
     process; falling back to this process); returns the compile errors by configuration."""
     todo = sorted(set(cfgs), key=repr)
     errors, results = {}, {}
-    if jobs > 1 and len(todo) > 1 and not os.environ.get("CUGEMM8_JIT_DISABLE_CACHE"):
+    if jobs > 1 and len(todo) > 1 and not _cache_disabled():
         moved = _ensure_disk_cache()
         if moved:
             print(f"JIT cache directory not writable: using {moved}", flush=True)
@@ -252,3 +252,11 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _cache_disabled() -> bool:
+    """CUGEMM8_JIT_DISABLE_CACHE, read by the package's rule (0, false, no, off: off); imported here, not at the top,
+    so that importing this module needs no CuPy."""
+    from cugemm8 import envvars
+
+    return envvars.flag(envvars.JIT_DISABLE_CACHE)

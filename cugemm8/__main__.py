@@ -56,8 +56,14 @@ def cmd_info(args) -> int:
     return 0
 
 
+def _kernels(cache) -> list:
+    """The cache's kernel files: ``<key>.cubin``, not the ``.tmp-*.cubin`` files of writes under way (pathlib's
+    ``*`` matches names starting with a dot)."""
+    return sorted(p for p in cache.glob("*.cubin") if not p.name.startswith(".")) if cache.is_dir() else []
+
+
 def _cache_summary(cache) -> dict:
-    entries = sorted(cache.glob("*.cubin")) if cache.is_dir() else []
+    entries = _kernels(cache)
     return {"cache_dir": str(cache), "cache_entries": len(entries), "cache_bytes": sum(p.stat().st_size for p in entries)}
 
 
@@ -141,12 +147,12 @@ def cmd_cache(args) -> int:
         return 0
     kernels = other = 0
     if root.is_dir():
-        for path in [*root.glob("*.cubin"), *root.glob(".tmp-*.cubin"), *(root / jit.LOCK_DIR).glob("*.lock")]:
+        for path in _kernels(root):
             path.unlink(missing_ok=True)
-            if path.suffix == ".cubin" and not path.name.startswith(".tmp-"):
-                kernels += 1
-            else:
-                other += 1
+            kernels += 1
+        for path in [*root.glob(".tmp-*.cubin"), *(root / jit.LOCK_DIR).glob("*.lock")]:
+            path.unlink(missing_ok=True)
+            other += 1
         try:
             (root / jit.LOCK_DIR).rmdir()
         except OSError:
