@@ -1,7 +1,7 @@
-"""Benchmark tables for cugemm8: dense, grouped (contiguous, masked), e4m3 output, the block transpose, decode
-(M <= 128), host overhead, JIT.
+"""Benchmark tables for cugemm8: dense, grouped (contiguous, masked), e4m3 output, the weight gradients, the block
+transpose, decode (M <= 128), host overhead, JIT.
 
-    python -m benchmarks [--only dense|contiguous|masked|fp8out|transpose|overhead|jit|decode] [--reps 30] [--out DIR]
+    python -m benchmarks [--only dense|contiguous|masked|fp8out|wgrad|transpose|overhead|jit|decode] [--reps 30] [--out DIR]
                          [--no-peers] [--quick]
 
 Inputs are built once per shape (random normal, quantized by cugemm8's GPU quantizers); each
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 # decode last: its full table runs for minutes, and every section before it is saved first
-SECTIONS = ("dense", "contiguous", "masked", "fp8out", "transpose", "overhead", "jit", "decode")
+SECTIONS = ("dense", "contiguous", "masked", "fp8out", "wgrad", "transpose", "overhead", "jit", "decode")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -39,12 +39,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from . import decode, fp8_out, host, report, tables, transpose
+    from . import decode, fp8_out, host, report, tables, transpose, wgrad
     from .env import Env
     from .peers import loaded_cublaslt_version
 
     runners = {"dense": tables.run_dense, "contiguous": tables.run_contiguous, "masked": tables.run_masked,
-               "fp8out": fp8_out.run_fp8_out, "transpose": transpose.run_transpose,
+               "fp8out": fp8_out.run_fp8_out, "wgrad": wgrad.run_wgrad, "transpose": transpose.run_transpose,
                "overhead": host.run_overhead, "jit": host.run_jit, "decode": decode.run_decode}
     try:
         env = Env(args)
@@ -74,6 +74,10 @@ def main(argv=None) -> int:
     info["utc_end"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     chart = json_path.with_suffix(".png")
     info["chart"] = report.write_chart(chart, results, f"cugemm8 vs peers, {info['gpu']}, {stamp}") or str(chart)
+    if any(results.get("wgrad", {}).get(s, {}).get("rows") for s in ("wgrad", "k_grouped")):
+        chart = json_path.with_name(json_path.stem + "-wgrad.png")
+        title = f"weight gradient: TFLOPS, {info['gpu']}, {stamp}"
+        info["chart_wgrad"] = report.write_wgrad_chart(chart, results["wgrad"], title) or str(chart)
     if results.get("decode", {}).get("rows"):
         chart = json_path.with_name(json_path.stem + "-decode.png")
         title = f"decode: fraction of the memory floor, {info['gpu']}, {stamp}"

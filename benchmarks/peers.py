@@ -114,6 +114,30 @@ class DeepGemmPeer:
         return self.peers._on_stream(
             lambda: self.dg.m_grouped_gemm_fp8_fp8_bf16_nt_masked(lhs, rhs, out, mm, expected_m)), out
 
+    def wgrad(self, a, a_scale, b, b_scale, out):
+        """wgrad_gemm_fp8_fp8_fp32_nt: out += A·Bᵀ, both scales 1x128 (given M-major TMA-aligned: taken as is)."""
+        torch, p = self.torch, self.peers
+        with torch.cuda.stream(p.ext):
+            lhs = (p._fp8(a), torch.from_dlpack(a_scale))
+            rhs = (p._fp8(b), torch.from_dlpack(b_scale))
+            d = torch.from_dlpack(out)
+        return p._on_stream(lambda: self.dg.wgrad_gemm_fp8_fp8_fp32_nt(lhs, rhs, d)), out
+
+    def k_grouped_wgrad(self, a, a_scale, b, b_scale, sizes: list, out):
+        """k_grouped_wgrad_gemm_fp8_fp8_fp32_nt on its own layout, built once from cugemm8's: each group's
+        A_g [M, K_g] and B_g [N, K_g] flattened one after another, the scales [sum ceil(K_g/128), M or N] (the
+        M-major storage of cugemm8's, as is). A Python loop of launches at 8dfa329."""
+        torch, p = self.torch, self.peers
+        with torch.cuda.stream(p.ext):
+            ta, tb = torch.from_dlpack(a), torch.from_dlpack(b)
+            offsets = [sum(sizes[:g]) for g in range(len(sizes))]
+            flat_a = torch.cat([ta[:, o:o + k].reshape(-1) for o, k in zip(offsets, sizes)]).view(torch.float8_e4m3fn)
+            flat_b = torch.cat([tb[:, o:o + k].reshape(-1) for o, k in zip(offsets, sizes)]).view(torch.float8_e4m3fn)
+            lhs = (flat_a, torch.from_dlpack(a_scale).t())
+            rhs = (flat_b, torch.from_dlpack(b_scale).t())
+            d = torch.from_dlpack(out)
+        return p._on_stream(lambda: self.dg.k_grouped_wgrad_gemm_fp8_fp8_fp32_nt(lhs, rhs, d, list(sizes))), out
+
 
 def load_deepgemm(peers):
     """(DeepGemmPeer, note); None and the reason when deep_gemm (or torch, which it needs) is unavailable."""

@@ -37,6 +37,8 @@ def config_text(row: dict) -> str:
 
 
 def row_label(row: dict) -> str:
+    if "label" in row:   # sections whose rows name themselves (wgrad)
+        return row["label"]
     return Shape(row["kind"], row["groups"], row["m"], row["n"], row["k"]).label
 
 
@@ -180,6 +182,12 @@ def print_summary(results: dict, info: dict, json_path: Path) -> None:
         if s["cugemm8_not_ok"]:
             line += f"; cugemm8 wrong/error on {', '.join(s['cugemm8_not_ok'])}"
         print(line)
+    for name, res in results.get("wgrad", {}).items():
+        s = res.get("summary") if isinstance(res, dict) else None
+        if s:
+            print(f"{name} weight gradient: DeepGEMM (same run)/cugemm8 time geomean "
+                  f"{fmt(s['geomean_deepgemm_over_cugemm8'], '.3f', 0)}x, min {fmt(s['min_deepgemm_over_cugemm8'], '.3f', 0)}x"
+                  f" over {s['with_deepgemm']} of {s['shapes']} shapes; cugemm8 all ok: {s['all_cugemm8_ok']}")
     dec = results.get("decode")
     if dec is not None:
         print(decode_summary_line(dec))
@@ -327,6 +335,15 @@ def write_decode_chart(path: Path, rows: list[dict], title: str) -> str | None:
     """The decode section's roofline fraction per row and implementation (1 = the memory floor)."""
     return bar_chart(path, rows, DECODE_CHART_SERIES, decode_chart_value,
                      "fraction of the memory floor ((bytes / copy bw + empty kernel) / time)", title, 0.3)
+
+
+WGRAD_CHART_SERIES = (("cugemm8", "cugemm8"), ("deepgemm", "DeepGEMM (same run)"))
+
+
+def write_wgrad_chart(path: Path, results: dict, title: str) -> str | None:
+    """The training section's TFLOPS per row: the weight gradient and its k-grouped form."""
+    rows = [r for s in ("wgrad", "k_grouped") for r in results.get(s, {}).get("rows", []) if "label" in r]
+    return bar_chart(path, rows, WGRAD_CHART_SERIES, chart_values, "TFLOPS (2MNK / median time)", title, 0.5)
 
 
 def bar_chart(path: Path, rows: list[dict], series, value, ylabel: str, title: str, inch_per_row: float) -> str | None:

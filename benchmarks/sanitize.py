@@ -8,7 +8,8 @@ through the public API with
 the benchmark's configuration but a small M (the configuration fixes N, K and the groups, not M);
 plus edge shapes through the normal heuristic: M = 1, M not a multiple of the block, N = 8 and
 K = 16, masked groups empty / full / out of range, contiguous with whole padding blocks and
-out-of-range expert ids. racecheck gets the smallest M (1 row, 2 rows per masked group).
+out-of-range expert ids; the weight gradients (dense and k-grouped). racecheck gets the smallest M (1 row, 2 rows
+per masked group).
 
 Each tool is one subprocess, `compute-sanitizer --tool T --error-exitcode 1 python -m
 benchmarks.sanitize_child CASES`, which runs all the cases (CuPy's memory pool off, so every array is its own allocation and memcheck
@@ -131,7 +132,29 @@ EDGE_CASES = [
     {"name": "edge e4m3 out contiguous whole padding blocks", "layout": "contiguous", "groups": 3, "n": 256, "k": 256,
      "m_indices": contiguous_ids([(0, 100), (-1, 28), (-1, 128), (2, 128), (-1, 128)]), "out_dtype": "float8_e4m3",
      "a_scale": "aligned"},
+    # The weight gradient (FP32 added into out; 1x128 B scales; K at run time): M = 1, N = 8, K = 16; partial
+    # tiles at both heights and both output swizzles; k-grouped with empty groups and sizes past A's columns
+    {"name": "edge wgrad M=1 N=8 K=16", "layout": "wgrad", "m": 1, "n": 8, "k": 16},
+    {"name": "edge wgrad partial tiles (64x48, 64-byte swizzle, M=70, K=1040)", "layout": "wgrad", "m": 70,
+     "n": 152, "k": 1040, "force": (64, 48)},
+    {"name": "edge wgrad partial tiles (128x160, M=333, N=488, K=1040, row-major scales)", "layout": "wgrad",
+     "m": 333, "n": 488, "k": 1040, "force": (128, 160), "a_scale": "rowmajor"},
+    {"name": "edge k-grouped wgrad empty groups, sizes past the columns", "layout": "k_grouped_wgrad", "m": 200,
+     "n": 136, "k": 640, "k_sizes": [0, 256, 128, 0, 1 << 20, 128]},
+    {"name": "edge k-grouped wgrad all groups empty", "layout": "k_grouped_wgrad", "m": 64, "n": 64, "k": 256,
+     "k_sizes": [0, 0]},
 ]
+WGRAD_LAYOUTS = {"wgrad": "normal", "k_grouped_wgrad": "k_grouped"}   # case layout -> the heuristic's
+
+
+def wgrad_plan(case: dict, num_sms: int):
+    """The weight-gradient configuration of a case: forced, or what the API would choose."""
+    h = library.current().heuristics
+    layout = WGRAD_LAYOUTS[case["layout"]]
+    groups = len(case.get("k_sizes", [0]))
+    if "force" in case:
+        return h.make_wgrad_config(layout, case["n"], groups, *case["force"])
+    return h.choose_wgrad(layout, case["m"], case["n"], groups, num_sms).config
 
 
 def plan_inputs(case: dict) -> tuple:
@@ -161,6 +184,11 @@ def build_cases(num_sms: int, tiny: bool) -> tuple[list[dict], str]:
     cases = [forced_case(cfg, labels, tiny) for cfg, labels in configs.items()]
     for edge in EDGE_CASES:
         case = dict(edge)
+        if case["layout"] in WGRAD_LAYOUTS:
+            case["config" if "force" in case else "chosen"] = dataclasses.asdict(wgrad_plan(case, num_sms))
+            case.pop("force", None)
+            cases.append(case)
+            continue
         if "force" in case:   # an explicit tile shape instead of the heuristic's (split as it would split)
             extra = {"split_k": case.pop("split_k")} if "split_k" in case else {}
             if out_format(case) != "bfloat16":
@@ -180,6 +208,8 @@ def case_configs(cases: list[dict], num_sms: int) -> list:
     for case in cases:
         if "config" in case:
             out.append(lib.config(case["config"]))
+        elif case["layout"] in WGRAD_LAYOUTS:
+            out.append(wgrad_plan(case, num_sms))
         else:
             inputs = plan_inputs(case)
             out.append(lib.choose(*inputs[:5], num_sms, *inputs[5:]).config)

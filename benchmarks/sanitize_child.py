@@ -55,6 +55,8 @@ def run_case(case: dict, tiny: bool) -> str:
 
     lib = library.current()
     rng = np.random.default_rng(zlib.crc32(case["name"].encode()))
+    if case["layout"] in ("wgrad", "k_grouped_wgrad"):
+        return _run_wgrad(case, cugemm8, lib, rng)
     n, k = case["n"], case["k"]
     kb, nb = -(-k // 128), -(-n // 128)
     groups = case.get("groups", 1)
@@ -200,6 +202,46 @@ def _run(case, cugemm8, api, lib, rng, n, k, kb, nb, groups) -> str:
                 return f"group {g}: valid rows not written or not finite"
             if (bits[g, rows:] != 0xFFFF).any():
                 return f"group {g}: rows past masked_m written"
+    return ""
+
+
+def _run_wgrad(case, cugemm8, lib, rng) -> str:
+    """The weight gradients, through the API or the case's configuration: out (random, finite) gets finite sums
+    added; a k-grouped group without k-blocks keeps its out bitwise."""
+    import cupy as cp
+    import numpy as np
+
+    m, n, k = case["m"], case["n"], case["k"]
+    kb = -(-k // 128)
+    a, b = cp.asarray(_codes(rng, (m, k))), cp.asarray(_codes(rng, (n, k)))
+    sa = _a_scale(cp, np, rng, (), m, kb, case.get("a_scale", "aligned"))
+    sb = _a_scale(cp, np, rng, (), n, kb, case.get("a_scale", "aligned"))
+    sizes = case.get("k_sizes")
+    shape = (m, n) if sizes is None else (len(sizes), m, n)
+    out0 = rng.uniform(-1, 1, shape).astype(np.float32)
+    out = cp.asarray(out0)
+    if "config" in case:
+        cfg = lib.config(case["config"])
+        sa, sb = cugemm8.get_col_major_tma_aligned_tensor(sa), cugemm8.get_col_major_tma_aligned_tensor(sb)
+        k_sizes = None if sizes is None else cp.asarray(np.asarray(sizes, np.int32))
+        lib._mod("fp8_gemm").bind_wgrad(cfg, a, sa, b, sb, out, k_sizes=k_sizes)()
+    elif sizes is None:
+        cugemm8.wgrad_matmul(a, sa, b, sb, out)
+    else:
+        cugemm8.k_grouped_wgrad_matmul(a, sa, b, sb, cp.asarray(np.asarray(sizes, np.int32)), out)
+    cp.cuda.Device().synchronize()
+    got = cp.asnumpy(out)
+    if not np.isfinite(got).all():
+        return "outputs not finite"
+    if sizes is not None:
+        begin = 0
+        for g, size in enumerate(sizes):
+            blocks = min(-(-max(size, 0) // 128), max(kb - begin, 0))
+            if blocks == 0 and not (got[g] == out0[g]).all():
+                return f"group {g} has no k-blocks but its out was written"
+            begin += blocks
+    elif (got == out0).all():
+        return "nothing was added into out"
     return ""
 
 

@@ -2,6 +2,7 @@
 
     d = cugemm8.matmul(a, a_scale, b, b_scale)      # D[M, N] = (A*sa) @ (B*sb)^T in bfloat16
     d, d_scale = cugemm8.matmul(a, a_scale, b, b_scale, out_dtype="float8_e4m3")  # e4m3, 1x128 scales
+    cugemm8.wgrad_matmul(a, a_scale, b, b_scale, out)  # out += A·Bᵀ in FP32, 1x128 scales on both (training)
 
 FP8 payloads are e4m3 bits: uint8 arrays, or float8_e4m3fn arrays from torch or JAX (taken through DLPack).
 See README.md for layouts and rules; ``cugemm8.jax`` has the GEMMs for JAX under ``jax.jit``.
@@ -27,10 +28,12 @@ from .precompile import precompile
 from .quantize import per_block_cast_to_fp8, per_token_cast_to_fp8
 from .reference import calc_diff
 from .transpose import transpose_fp8
+from .wgrad import get_k_alignment_for_k_grouped_layout, k_grouped_wgrad_matmul, wgrad_matmul
 from .runtime import get_num_sms, get_pdl, set_num_sms, set_pdl
 
 __all__ = [
-    "matmul", "m_grouped_matmul_contiguous", "m_grouped_matmul_masked",
+    "matmul", "m_grouped_matmul_contiguous", "m_grouped_matmul_masked", "wgrad_matmul", "k_grouped_wgrad_matmul",
+    "get_k_alignment_for_k_grouped_layout",
     "get_m_alignment_for_contiguous_layout", "get_col_major_tma_aligned_tensor", "get_tma_aligned_size", "empty_scale",
     "per_token_cast_to_fp8", "per_block_cast_to_fp8", "transpose_fp8", "calc_diff", "get_num_sms", "set_num_sms", "set_pdl",
     "get_pdl", "precompile", "CaptureError", "CompileError", "CudaError",

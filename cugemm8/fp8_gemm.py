@@ -1,8 +1,9 @@
 """The GEMM kernel's host side: its source for one configuration, the cached and FFMA-patched cubin,
 its tensor maps and packed arguments, and its launch.
 
-The kernel lives in ``cuda_src/`` (entry ``fp8_gemm.cu``, the parts under ``gemm/`` and ``ptx/``);
-``render`` writes the small translation unit that fixes its compile-time configuration.
+The kernel lives in ``cuda_src/`` (entry ``fp8_gemm.cu``, and ``fp8_wgrad.cu`` for the weight gradient; the
+parts under ``gemm/`` and ``ptx/``); ``render`` writes the small translation unit that fixes its compile-time
+configuration.
 
 The hot path (``GemmLauncher.launch``) allocates nothing: tensor maps are cached per problem
 geometry and only their global addresses are swapped when a call brings new arrays; the argument
@@ -23,9 +24,16 @@ from .heuristics import BLOCK_K, CONTIGUOUS_M_ALIGNMENT, KernelConfig, grid_for
 from .layout import get_tma_aligned_size
 
 KERNEL_NAME = "cugemm8_fp8_gemm"
+WGRAD_KERNEL_NAME = "cugemm8_fp8_wgrad"
 
 
-_LAYOUTS = {"normal": "Layout::kNormal", "contiguous": "Layout::kContiguous", "masked": "Layout::kMasked"}
+def kernel_name(cfg: KernelConfig) -> str:
+    """The entry point of `cfg`'s kernel: the weight gradient's (fp8_wgrad.cu) or the forward GEMMs' (fp8_gemm.cu)."""
+    return WGRAD_KERNEL_NAME if cfg.wgrad else KERNEL_NAME
+
+
+_LAYOUTS = {"normal": "Layout::kNormal", "contiguous": "Layout::kContiguous", "masked": "Layout::kMasked",
+            "k_grouped": "Layout::kKGrouped"}
 _OUT_FORMATS = {"bfloat16": "cg8::OutFormat::kBf16", "float8_e4m3": "cg8::OutFormat::kE4m3",
                 "float8_e4m3_ue8m0": "cg8::OutFormat::kE4m3Ue8m0"}
 
@@ -35,7 +43,9 @@ def config_type(cfg: KernelConfig) -> str:
     params = ["cg8::" + _LAYOUTS[cfg.layout], cfg.n, cfg.k, cfg.num_groups, cfg.block_m, cfg.block_n, cfg.stages,
               cfg.num_math_wg, cfg.swizzle_d, cfg.raster_group, cfg.cluster, "true" if cfg.tail_split else "false",
               cfg.record_slots, cfg.split_k, "true" if cfg.stream_b else "false"]
-    if cfg.out_fp8:  # bf16 leaves the default, so its sources (and cache keys) read as before
+    if cfg.wgrad:  # FP32 added into D, with 1x128 B scales (and K at run time: k == 0)
+        params += ["cg8::OutFormat::kF32Add", "cg8::ScaleB::kRow"]
+    elif cfg.out_fp8:  # bf16 leaves the default, so its sources (and cache keys) read as before
         params.append(_OUT_FORMATS[cfg.out_format])
     return f"cg8::GemmConfig<{', '.join(map(str, params))}>"
 
@@ -47,7 +57,7 @@ def render(cfg: KernelConfig) -> str:
     lines = ['#include "gemm/config.cuh"', f"namespace cg8 {{ using Config = {config_type(cfg)}; }}"]
     if cfg.cluster_dims > 1:
         lines.append(f"#define CG8_CLUSTER_DIMS __cluster_dims__({cfg.cluster_dims}, 1, 1)")
-    lines += ['#include "fp8_gemm.cu"',
+    lines += [f'#include "{kernel_name(cfg)[len("cugemm8_"):]}.cu"',
               f'static_assert(cg8::kBlockK == {BLOCK_K}, "BLOCK_K differs from cugemm8.heuristics");',
               f'static_assert(cg8::kSlabRows == {CONTIGUOUS_M_ALIGNMENT}, '
               '"the contiguous alignment is the slab height");',
@@ -63,7 +73,7 @@ _printed: set[tuple[str, str]] = set()   # (source, patch_version) already repor
 def build(cfg: KernelConfig, *, ffma: FfmaSpec = None) -> bytes:
     """The cubin for `cfg` (cached in memory and on disk), FFMA-patched per `ffma` (see ffma.ffma_settings)."""
     settings = ffma_settings(ffma)
-    source, name = render(cfg), f"{KERNEL_NAME}.cu"
+    source, name = render(cfg), f"{kernel_name(cfg)}.cu"
     if not settings.enabled:
         return jit.build(source, name=name, patch_version=settings.patch_version)
     verbose = _ffma.print_patch_enabled()
@@ -100,6 +110,9 @@ def _report_cached_patch(cfg: KernelConfig, source: str, name: str, settings: Ff
 
 
 def cfg_str(cfg: KernelConfig) -> str:
+    if cfg.wgrad:
+        return (f"wgrad {cfg.layout} N={cfg.n} G={cfg.num_groups} block {cfg.block_m}x{cfg.block_n}, "
+                f"{cfg.stages} stages")
     return (f"{cfg.layout} N={cfg.n} K={cfg.k} G={cfg.num_groups} block {cfg.block_m}x{cfg.block_n}, "
             f"{cfg.stages} stages" + (f", {cfg.out_format} out" if cfg.out_fp8 else ""))
 
@@ -110,7 +123,7 @@ class LoadedKernel(runtime.LoadedFunction):
     def __init__(self, cfg: KernelConfig, device: int, ffma: FfmaSpec = None):
         self.config = cfg
         self.ffma = ffma_settings(ffma)
-        super().__init__(build(cfg, ffma=self.ffma), KERNEL_NAME, device, cfg.smem_bytes, cfg.threads,
+        super().__init__(build(cfg, ffma=self.ffma), kernel_name(cfg), device, cfg.smem_bytes, cfg.threads,
                          cfg.cluster_dims, cfg_str(cfg))
 
 
@@ -184,6 +197,10 @@ class GemmLauncher:
         self.ptrs = list(ptrs)
         self._map_addrs = [int(m.getPtr()) for m in self.maps]
         self._pack_arguments(ptrs[3], d_ld, rows)
+        self._setup_launch(kern)
+
+    def _setup_launch(self, kern: LoadedKernel) -> None:
+        cfg = kern.config
         self._function = int(kern.function)
         self._threads = cfg.threads
         self._smem = cfg.smem_bytes
@@ -285,6 +302,104 @@ def bind(cfg: KernelConfig, a, a_scale, b, b_scale, out, *, layout=None, grid: i
     def run(out=out, stream_ptr: int | None = None) -> None:
         launcher.launch(a.data.ptr, b.data.ptr, a_scale.data.ptr, out.data.ptr, b_scale.data.ptr, layout_ptr,
                         cupy.cuda.get_current_stream().ptr if stream_ptr is None else stream_ptr, scale_ptr)
+
+    run.launcher = launcher
+    return run
+
+
+# ----------------------------------------------------------------------------- the weight gradient
+def wgrad_tensor_maps(cfg: KernelConfig, m: int, k: int, groups: int, a_ld: int, b_ld: int, d_ld: int, d_gld: int,
+                      ptrs: tuple) -> tuple:
+    """The weight-gradient kernel's 5 tensor maps (cuda_src/fp8_wgrad.cu): A [m, k] and B [N, k] (bytes, row
+    strides a_ld and b_ld), their scales M-major as A's ([ceil(k/128)][rows rounded up to 4] floats), and D as
+    [groups][m][N] FP32 (row stride d_ld, group stride d_gld, in elements)."""
+    dt = runtime.TMA_DTYPE
+    kb = -(-k // BLOCK_K)
+    box_a = box_rows_a(cfg, m)
+    f32 = dt.CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+    return (
+        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[0], k, m, a_ld, BLOCK_K, box_a, 128),
+        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[1], k, cfg.n, b_ld, BLOCK_K, cfg.block_n, 128),
+        runtime.encode_2d(f32, ptrs[2], m, kb, get_tma_aligned_size(m, 4) * 4, -(-box_a // 4) * 4, 1, 0),
+        runtime.encode_2d(f32, ptrs[3], cfg.n, kb, get_tma_aligned_size(cfg.n, 4) * 4, cfg.block_n, 1, 0),
+        runtime.encode_3d(f32, ptrs[4], (cfg.n, m, groups), (d_ld * 4, d_gld * 4),
+                          (cfg.swizzle_d // 4, min(cfg.block_m, m), 1), cfg.swizzle_d),
+    )
+
+
+class WgradLauncher(GemmLauncher):
+    """The weight-gradient kernel bound to one geometry (rows M, columns K of A and B, groups, row strides):
+    5 tensor maps and the packed arguments tmap_a, tmap_b, tmap_sa, tmap_sb, tmap_d, the k-sizes pointer,
+    M and K (u32). Addresses may change from call to call, as GemmLauncher's."""
+
+    def __init__(self, kern: LoadedKernel, grid: int, m: int, k: int, groups: int, a_ld: int, b_ld: int, d_ld: int,
+                 d_gld: int, ptrs: tuple):
+        self.kernel = kern
+        self.grid = grid if kern.max_grid is None else min(grid, kern.max_grid)
+        self.maps = wgrad_tensor_maps(kern.config, m, k, groups, a_ld, b_ld, d_ld, d_gld, ptrs)
+        self.ptrs = list(ptrs)
+        self._map_addrs = [int(t.getPtr()) for t in self.maps]
+        self._layout = ctypes.c_uint64(0)
+        self._m, self._k = ctypes.c_uint32(m), ctypes.c_uint32(k)
+        self._argv = (ctypes.c_void_p * 8)(*self._map_addrs, ctypes.addressof(self._layout),
+                                           ctypes.addressof(self._m), ctypes.addressof(self._k))
+        self._argv_addr = ctypes.addressof(self._argv)
+        self._setup_launch(kern)
+
+    def launch(self, a_ptr: int, b_ptr: int, sa_ptr: int, sb_ptr: int, d_ptr: int, k_sizes_ptr: int,
+               stream_ptr: int) -> None:
+        with self._lock:
+            ptrs = self.ptrs
+            for i, p in enumerate((a_ptr, b_ptr, sa_ptr, sb_ptr, d_ptr)):
+                if ptrs[i] != p:
+                    err = self._cu_replace(self._map_addrs[i], p)
+                    if err:
+                        runtime.raise_driver_error("cuTensorMapReplaceAddress", err)
+                    ptrs[i] = p
+            self._layout.value = k_sizes_ptr
+            pdl = runtime.get_pdl()
+            err = self._launch(stream_ptr, pdl)
+            if err == runtime.ERROR_INVALID_CONTEXT:
+                runtime.ensure_context(self.kernel.device, force=True)
+                err = self._launch(stream_ptr, pdl)
+        if err:
+            what = "cuLaunchKernelEx" if pdl else "cuLaunchKernel"
+            runtime.raise_driver_error(f"{what}({WGRAD_KERNEL_NAME}, {cfg_str(self.kernel.config)})", err)
+
+
+def get_wgrad_launcher(cfg: KernelConfig, device: int, grid: int, m: int, k: int, groups: int, a_ld: int, b_ld: int,
+                       d_ld: int, d_gld: int, ptrs: tuple) -> WgradLauncher:
+    """The weight-gradient launcher of `cfg` for this geometry, cached with the forward launchers."""
+    key = ("wgrad", device, cfg, grid, m, k, groups, a_ld, b_ld, d_ld, d_gld)
+    launcher = _launchers.get(key)
+    if launcher is None:
+        kern = get_kernel(cfg, device)
+        with cupy.cuda.Device(device):
+            launcher = WgradLauncher(kern, grid, m, k, groups, a_ld, b_ld, d_ld, d_gld, ptrs)
+        if len(_launchers) >= _MAX_LAUNCHERS:
+            _launchers.pop(next(iter(_launchers)))
+        _launchers[key] = launcher
+    return launcher
+
+
+def bind_wgrad(cfg: KernelConfig, a, a_scale, b, b_scale, out, *, k_sizes=None, grid: int | None = None):
+    """A callable that launches one explicit weight-gradient configuration (out += A·Bᵀ, per group with
+    `k_sizes`), for tools and tests. The scales must be in the TMA-aligned layout (a_scale [M, kb], b_scale
+    [N, kb]); `out` is float32 [M, N] or [G, M, N]."""
+    device = a.data.device_id
+    m, k = a.shape
+    groups = cfg.num_groups if cfg.layout == "k_grouped" else 1
+    if grid is None:
+        tiles = -(-m // cfg.block_m) * cfg.num_n_blocks * groups
+        grid = grid_for(cfg, tiles, runtime.get_num_sms(device))
+    d_gld = out.strides[0] // 4 if out.ndim == 3 else m * (out.strides[0] // 4)
+    launcher = get_wgrad_launcher(cfg, device, grid, m, k, groups, a.strides[0], b.strides[0], out.strides[-2] // 4,
+                                  d_gld, (a.data.ptr, b.data.ptr, a_scale.data.ptr, b_scale.data.ptr, out.data.ptr))
+    k_ptr = 0 if k_sizes is None else k_sizes.data.ptr
+
+    def run(stream_ptr: int | None = None) -> None:
+        launcher.launch(a.data.ptr, b.data.ptr, a_scale.data.ptr, b_scale.data.ptr, out.data.ptr, k_ptr,
+                        cupy.cuda.get_current_stream().ptr if stream_ptr is None else stream_ptr)
 
     run.launcher = launcher
     return run

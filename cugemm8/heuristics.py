@@ -14,9 +14,12 @@ RECORD_SLOTS = 4                 # contiguous: tile records the record warp may 
 FULL_WAVE = 0.8                  # a last wave this full counts as full (tile efficiency matters more)
 RASTER_GROUP = 8                 # n-blocks per rasterization band (8 beat 16: NOTES.md v5)
 LAYOUTS = ("normal", "contiguous", "masked")
+WGRAD_LAYOUTS = ("normal", "k_grouped")   # the weight gradient: one GEMM, or K grouped (MoE)
 # What D holds (cuda_src/gemm/config.cuh, OutFormat, in this order): bf16, or e4m3 with one float32 scale per
-# row and 128 columns, the scale amax / 448 or that rounded up to a power of two (UE8M0).
+# row and 128 columns, the scale amax / 448 or that rounded up to a power of two (UE8M0); "float32" is the
+# weight gradient's (FP32 added into D, with 1x128 scales on B and K at run time: KernelConfig.wgrad).
 OUT_FORMATS = ("bfloat16", "float8_e4m3", "float8_e4m3_ue8m0")
+WGRAD_OUT = "float32"
 CONTIGUOUS_M_ALIGNMENT = 64      # expert segments start at multiples of this (contiguous layout):
                                  # the kernel reads an expert per 64-row slab, whatever BLOCK_M is
 SPLIT_MIN_K_BLOCKS = 8           # masked: split the last wave only from this many k-blocks, where half a
@@ -29,7 +32,8 @@ WIDE_ROWS = 2048                 # rows per group from which a grouped layout us
 
 @dataclass(frozen=True)
 class KernelConfig:
-    """Everything compiled into one cubin (M and the grid are run-time values)."""
+    """Everything compiled into one cubin (M and the grid are run-time values; K too where k == 0, the
+    weight gradient's)."""
     layout: str
     n: int
     k: int
@@ -49,7 +53,12 @@ class KernelConfig:
 
     @property
     def out_fp8(self) -> bool:
-        return self.out_format != "bfloat16"
+        return self.out_format in ("float8_e4m3", "float8_e4m3_ue8m0")
+
+    @property
+    def wgrad(self) -> bool:
+        """The weight gradient's kernel: 1x128 scales on B, K at run time, FP32 output added into D."""
+        return self.out_format == WGRAD_OUT
 
     @property
     def threads(self) -> int:
@@ -57,6 +66,8 @@ class KernelConfig:
 
     @property
     def smem_bytes(self) -> int:
+        if self.wgrad:
+            return wgrad_smem_bytes(self.block_m, self.block_n, self.stages, self.k_groups)
         return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups, self.tail_split,
                           self.record_slots, self.split_k, self.out_fp8)
 
@@ -79,6 +90,11 @@ class KernelConfig:
     def masked_groups(self) -> int:
         """Groups whose valid-row counts the kernel keeps in shared memory (masked layout only)."""
         return self.num_groups if self.layout == "masked" else 0
+
+    @property
+    def k_groups(self) -> int:
+        """Groups whose K the kernel keeps in shared memory (k-grouped layout only)."""
+        return self.num_groups if self.layout == "k_grouped" else 0
 
     @property
     def num_n_blocks(self) -> int:
@@ -369,3 +385,59 @@ def grid_for(config: KernelConfig, tiles: int, num_sms: int) -> int:
     ctas = tiles * config.split_k   # split K: a cluster of split_k CTAs per tile
     waves = ceil_div(ctas, num_sms)
     return min(ceil_div(ceil_div(ctas, waves), dims) * dims, num_sms - num_sms % dims)
+
+
+# ----------------------------------------------------------------------------- the weight gradient
+# D[M, N] += A[M, K] B[N, K]^T with 1x128 scales on both operands, FP32 D added into by TMA reduce-add (the
+# dense form and the k-grouped MoE form). K is a run-time value (the tokens), so one kernel serves every K.
+# Tiles are one 64-row slab per math warpgroup: the sums, one accumulator and B's per-column scales fill the
+# math threads' registers up to BLOCK_N = 160 (the CPU tier's SASS check: no local memory).
+WGRAD_BLOCK_NS = tuple(range(16, 161, 16))
+WGRAD_MIN_STAGES = 3
+
+
+def wgrad_smem_bytes(block_m: int, block_n: int, stages: int, k_groups: int = 0) -> int:
+    """Bytes of the weight-gradient kernel's shared-memory map (cuda_src/gemm/smem.cuh): the FP32 D tile; per
+    stage A, B, A's and B's scales and 2 barriers; the k-grouped layout's words (each group's k-blocks, a
+    count, and (group, first, end) per group, 16-byte rounded)."""
+    words = -(-((4 * k_groups + 1) * 4) // 16) * 16 if k_groups else 0
+    return block_m * block_n * 4 + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + block_n * 4 + 16) + words
+
+
+def make_wgrad_config(layout: str, n: int, num_groups: int, block_m: int, block_n: int) -> KernelConfig:
+    """The weight-gradient configuration of one tile shape: the most stages that fit, one math warpgroup per
+    64 rows, the widest FP32 output swizzle."""
+    k_groups = num_groups if layout == "k_grouped" else 0
+    stages = next((s for s in range(MAX_STAGES, 0, -1)
+                   if wgrad_smem_bytes(block_m, block_n, s, k_groups) <= SMEM_CAPACITY), 0)
+    return KernelConfig(layout=layout, n=n, k=0, num_groups=num_groups, block_m=block_m, block_n=block_n,
+                        stages=stages, num_math_wg=block_m // 64, swizzle_d=swizzle_for(block_n, 4),
+                        out_format=WGRAD_OUT)
+
+
+@functools.lru_cache(maxsize=1024)
+def choose_wgrad(layout: str, m: int, n: int, num_groups: int, num_sms: int) -> LaunchPlan:
+    """Configuration of the weight gradient D[g] += A_g B_g^T over `num_groups` groups of M x N (the normal
+    layout: one). The wave rule of choose() over 64- and 128-row tiles: fewer waves, a fuller last wave,
+    less area past the edges, larger tiles, 128 rows, wider N. K does not enter: every tile has the same
+    k-blocks (dense), or a group's tiles share theirs (k-grouped)."""
+    if layout not in WGRAD_LAYOUTS:
+        raise ValueError(f"layout must be one of {WGRAD_LAYOUTS}, got {layout!r}")
+    if min(m, n, num_groups, num_sms) <= 0:
+        raise ValueError(f"m, n, num_groups and num_sms must be positive, got {(m, n, num_groups, num_sms)}")
+    groups = num_groups if layout == "k_grouped" else 1
+    best = None
+    for bm in (64, 128):
+        for bn in WGRAD_BLOCK_NS:
+            config = make_wgrad_config(layout, n, num_groups, bm, bn)
+            if config.stages < WGRAD_MIN_STAGES:
+                continue
+            tiles = ceil_div(m, bm) * ceil_div(n, bn) * groups
+            waves = ceil_div(tiles, num_sms)
+            last = tiles - (waves - 1) * num_sms
+            waste = ceil_div(m, bm) * bm * ceil_div(n, bn) * bn
+            score = (waves, -min(last, math.ceil(FULL_WAVE * num_sms)), waste, -(bm * bn), bm != 128, -bn)
+            if best is None or score < best[0]:
+                best = (score, config, tiles)
+    assert best is not None
+    return _plan(best[1], best[2], num_sms)

@@ -131,3 +131,28 @@ def reference_grouped_masked(a_q, a_scale, b_q, b_scale, masked_m) -> np.ndarray
         m = int(min(max(counts[g], 0), a.shape[1]))
         out[g, :m] = a[g, :m] @ b[g].T
     return out
+
+
+def reference_wgrad(a_q, a_scale, b_q, b_scale) -> np.ndarray:
+    """The weight gradient's product A·Bᵀ in float64, both operands with 1x128 scales: a_q [M, K], a_scale
+    [M, ceil(K/128)], b_q [N, K], b_scale [N, ceil(K/128)]. Returns float64 [M, N] (what is added into out)."""
+    a = dequantize_per_token(a_q, a_scale)
+    b = dequantize_per_token(b_q, b_scale)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
+        raise ValueError(f"expected a [M, K] and b [N, K]; got {a.shape} and {b.shape}")
+    return a @ b.T
+
+
+def reference_k_grouped_wgrad(a_q, a_scale, b_q, b_scale, k_sizes) -> np.ndarray:
+    """The k-grouped weight gradient's products in float64: group g is columns k_sizes[0] + ... + k_sizes[g-1]
+    onwards, k_sizes[g] of them, of a_q [M, sum K] and b_q [N, sum K] (1x128 scales as reference_wgrad).
+    Returns float64 [G, M, N]; a group with K = 0 gives zeros."""
+    a = dequantize_per_token(a_q, a_scale)
+    b = dequantize_per_token(b_q, b_scale)
+    sizes = [int(s) for s in _host(k_sizes)]
+    out = np.zeros((len(sizes), a.shape[0], b.shape[0]), dtype=np.float64)
+    begin = 0
+    for g, size in enumerate(sizes):
+        out[g] = a[:, begin:begin + size] @ b[:, begin:begin + size].T
+        begin += size
+    return out

@@ -79,6 +79,32 @@ def fp8_out_configs():
 CONFIGS = picked_configs()
 
 
+# ----------------------------------------------------------------------------- the weight gradient
+# Its own list: the SASS-digest tool compares CONFIGS with older checkouts, which have no weight gradient.
+WGRAD_SHAPES = [(7168, 2112), (1536, 24576), (512, 32768), (16384, 7168), (7168, 4096), (2048, 7168), (1, 8), (70, 152),
+                (333, 488), (200, 136), (3000, 1000)]
+
+
+def wgrad_configs():
+    """Every weight-gradient configuration the heuristic picks for the shapes above (dense, and k-grouped with
+    the benchmark's and the tests' group counts) on each SM count, and the explicit ones the GPU tier and
+    compute-sanitizer run."""
+    configs = set()
+    for sms in SMS:
+        for m, n in WGRAD_SHAPES:
+            configs.add(heuristics.choose_wgrad("normal", m, n, 1, sms).config)
+            for groups in (4, 8):
+                configs.add(heuristics.choose_wgrad("k_grouped", m, n, groups, sms).config)
+    for bm, bn in ((64, 16), (64, 48), (64, 160), (128, 48), (128, 144), (128, 160)):
+        configs.add(heuristics.make_wgrad_config("normal", 3 * bn + 8, 1, bm, bn))
+    configs.add(heuristics.make_wgrad_config("normal", 152, 1, 64, 48))
+    configs.add(heuristics.make_wgrad_config("normal", 488, 1, 128, 160))
+    return sorted(configs, key=repr)
+
+
+WGRAD_CONFIGS = wgrad_configs()
+
+
 # ----------------------------------------------------------------------------- the FFMA patch's configurations
 def config(block_m: int, block_n: int = 128, n: int = 2112, k: int = 7168) -> heuristics.KernelConfig:
     """An explicit configuration (independent of the heuristic's current choices)."""

@@ -11,11 +11,17 @@ enum class Layout : uint32_t {
     kNormal,      // one GEMM
     kContiguous,  // MoE: experts' rows concatenated, an expert id per row (m_indices)
     kMasked,      // MoE: a fixed capacity of rows per group, the valid count per group (masked_m)
+    kKGrouped,    // MoE weight gradient: groups' k-blocks concatenated along K, a K per group, D per group
 };
 
 // What D holds: bf16, or e4m3 with one float32 scale per row and 128 columns (the A operand's format, so
-// the next GEMM reads it as it is): the scale amax / 448, or that rounded up to a power of two (UE8M0).
-enum class OutFormat : uint32_t { kBf16, kE4m3, kE4m3Ue8m0 };
+// the next GEMM reads it as it is): the scale amax / 448, or that rounded up to a power of two (UE8M0);
+// or FP32 added into D in global memory (TMA reduce-add: the weight gradient's D += A·Bᵀ).
+enum class OutFormat : uint32_t { kBf16, kE4m3, kE4m3Ue8m0, kF32Add };
+
+// B's scales: one per 128x128 block (the forward GEMMs, staged once per tile), or one per row and k-block
+// (1x128 as A's: the weight gradient, loaded with every stage by TMA).
+enum class ScaleB : uint32_t { kBlock, kRow };
 
 constexpr uint32_t kBlockK = 128;    // K per promotion: the k-block of the scaling recipe
 constexpr uint32_t kSlabRows = 64;   // rows of one wgmma (m64): a slab, the unit a math warpgroup computes
@@ -23,11 +29,12 @@ constexpr uint32_t kSlabRows = 64;   // rows of one wgmma (m64): a slab, the uni
 template <Layout kLayout_, uint32_t kShapeN_, uint32_t kShapeK_, uint32_t kNumGroups_, uint32_t kBlockM_,
           uint32_t kBlockN_, uint32_t kStages_, uint32_t kNumMathWG_, uint32_t kSwizzleD_, uint32_t kRasterGroup_,
           uint32_t kMulticast_, bool kTailSplit_, uint32_t kRecordSlots_, uint32_t kSplitK_, bool kStreamB_,
-          OutFormat kOutFormat_ = OutFormat::kBf16>
+          OutFormat kOutFormat_ = OutFormat::kBf16, ScaleB kScaleB_ = ScaleB::kBlock>
 struct GemmConfig {
     static constexpr Layout kLayout = kLayout_;
     static constexpr uint32_t kShapeN = kShapeN_;
-    static constexpr uint32_t kShapeK = kShapeK_;
+    static constexpr uint32_t kShapeK = kShapeK_;         // 0: K at run time (the weight gradients)
+    static constexpr bool kRuntimeK = kShapeK == 0;      // each tile carries its k-block range (Tile::kb0, kb1)
     static constexpr uint32_t kNumGroups = kNumGroups_;   // experts / groups (1: normal)
     static constexpr uint32_t kBlockM = kBlockM_;
     static constexpr uint32_t kBlockN = kBlockN_;
@@ -48,8 +55,11 @@ struct GemmConfig {
     // B's tiles are read once (decode-sized M): loaded evict-first in L2 (tma.cuh, NOTES.md v17).
     static constexpr bool kStreamB = kStreamB_;
     static constexpr OutFormat kOutFormat = kOutFormat_;
-    static constexpr bool kOutFp8 = kOutFormat != OutFormat::kBf16;
-    static constexpr uint32_t kOutBytes = kOutFp8 ? 1 : 2;  // bytes of an output element
+    static constexpr bool kOutFp8 = kOutFormat == OutFormat::kE4m3 || kOutFormat == OutFormat::kE4m3Ue8m0;
+    static constexpr bool kOutF32 = kOutFormat == OutFormat::kF32Add;
+    static constexpr uint32_t kOutBytes = kOutFp8 ? 1 : kOutF32 ? 4 : 2;  // bytes of an output element
+    static constexpr ScaleB kScaleB = kScaleB_;
+    static constexpr bool kRowScalesB = kScaleB == ScaleB::kRow;
     // CTAs a split tile's k-blocks are divided over (1: tiles are not split).
     static constexpr uint32_t kSplits = kTailSplit ? 2 : kSplitK;
 
@@ -65,11 +75,12 @@ struct GemmConfig {
     static constexpr uint32_t kNumKBlocks = (kShapeK + kBlockK - 1) / kBlockK;
     static constexpr uint32_t kNumNBlocks = (kShapeN + kBlockN - 1) / kBlockN;
     static constexpr uint32_t kScaleRowsB = (kShapeN + 127) / 128;  // rows of B's scale grid per group
-    static constexpr bool kMayStraddle = (128 % kBlockN) != 0;     // a tile may span two rows of that grid
+    static constexpr bool kMayStraddle = !kRowScalesB && (128 % kBlockN) != 0;  // a tile may span two rows of it
     static constexpr uint32_t kScaleRowsPerTile = kMayStraddle ? 2 : 1;
     // Two accumulator sets (the MMA of one k-block overlaps the promotion of the previous) where
-    // registers allow: one slab per warpgroup and 3 x kBlockN/2 live FP32 registers.
-    static constexpr uint32_t kAccSets = (kSlabsPerWG == 1 && kBlockN <= 128) ? 2 : 1;
+    // registers allow: one slab per warpgroup and 3 x kBlockN/2 live FP32 registers. B's per-column scales
+    // (kBlockN/4 registers) leave room for one set only.
+    static constexpr uint32_t kAccSets = (kSlabsPerWG == 1 && kBlockN <= 128 && !kRowScalesB) ? 2 : 1;
 
     // ------------------------------------------------------------------ output tile in shared memory
     // kBlockN columns split into atoms of kAtomBytes per row (the TMA swizzle span), each atom kBlockM
@@ -96,6 +107,14 @@ struct GemmConfig {
                                (kBlockN / kSplits) % 16 == 0 && kSwizzleD == 128),
                   "e4m3 output needs BLOCK_N a multiple of 128 (128 when split), 16-byte split chunks and the "
                   "128-byte output swizzle");
+    // The weight gradient: row scales of B, K at run time and FP32 output go together; its tiles are one slab
+    // per warpgroup (registers: sums, one accumulator, B's column scales), unsplit and without multicast.
+    static_assert(kRowScalesB == kOutF32 && kRowScalesB == kRuntimeK && ((kLayout == Layout::kKGrouped) <= kRuntimeK),
+                  "1x128 B scales, K at run time and FP32 output make the weight gradient, and only they");
+    static_assert(!kRowScalesB || (kSlabsPerWG == 1 && kSplits == 1 && kMulticast == 1 && kBlockN % 16 == 0 &&
+                                   kSwizzleD != 0),
+                  "the weight gradient needs one slab per math warpgroup, no split or multicast, BLOCK_N a multiple "
+                  "of 16 and a swizzled output tile");
 };
 
 // A typical configuration, for compiling the headers on their own (tests/unit/test_codegen.py).

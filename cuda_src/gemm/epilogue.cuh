@@ -1,7 +1,8 @@
-// The epilogue: a tile's FP32 sums to bf16 (stmatrix) or to e4m3 with per-row scales, through the output
-// tile in shared memory (TMA-swizzled atoms) and out to global memory by one TMA store per atom, or by the
-// math threads where only some rows or columns may be written. The TMA store runs on while the next tile's
-// main loop starts; the tile's shared memory is rewritten only after bulk_wait_group_read0 says it was read.
+// The epilogue: a tile's FP32 sums to bf16 (stmatrix), to e4m3 with per-row scales, or as FP32, through the
+// output tile in shared memory (TMA-swizzled atoms) and out to global memory by one TMA store per atom (FP32:
+// one TMA reduce-add, D += tile), or by the math threads where only some rows or columns may be written. The
+// TMA store runs on while the next tile's main loop starts; the tile's shared memory is rewritten only after
+// bulk_wait_group_read0 says it was read.
 #pragma once
 #include "config.cuh"
 #include "tile.cuh"
@@ -60,6 +61,22 @@ struct Epilogue {
                 const uint32_t addr = tile_addr(base, row, i * 8);  // lanes 16..31: ignored
                 stmatrix_x2(addr, pack_bf16x2(sum[w][i * 4 + 0], sum[w][i * 4 + 1]),
                             pack_bf16x2(sum[w][i * 4 + 2], sum[w][i * 4 + 3]));
+            }
+        }
+    }
+
+    // This thread's fragments, as FP32, into the output tile at `base` (8 bytes a store; through the swizzle the
+    // quad's rows land on different 16-byte chunks, so a warp's stores take the minimum two wavefronts).
+    __device__ __forceinline__ static void write_tile_f32(const Sums& sum, uint32_t base, uint32_t wg, uint32_t warp,
+                                                          uint32_t lane) {
+#pragma unroll
+        for (uint32_t w = 0; w < kSlabs; ++w) {
+            const uint32_t row = (wg * kSlabs + w) * 64 + warp * 16 + lane / 4;
+#pragma unroll
+            for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) {
+                const uint32_t col = i * 8 + 2 * (lane % 4);
+                st_shared_v2_f32(tile_addr(base, row, col), sum[w][i * 4 + 0], sum[w][i * 4 + 1]);
+                st_shared_v2_f32(tile_addr(base, row + 8, col), sum[w][i * 4 + 2], sum[w][i * 4 + 3]);
             }
         }
     }
@@ -146,6 +163,19 @@ struct Epilogue {
         if (store_thread) {
             tma_store_2d(&tmap_d, tile + tid * (Cfg::kBlockM * Cfg::kAtomBytes), int32_t(n0 + tid * Cfg::kAtomCols),
                          int32_t(row0));
+            bulk_commit_group();
+        }
+    }
+
+    // The whole FP32 tile added into D[group] (a 3-D tensor map: [groups][rows][N]), one TMA reduce-add per
+    // atom. TMA clips rows and columns past the group's matrix, so a partial tile adds nothing elsewhere.
+    __device__ __forceinline__ static void reduce_tma(const CUtensorMap& tmap_d, const uint8_t* tile, uint32_t tid,
+                                                      bool store_thread, uint32_t n0, uint32_t row0, uint32_t group) {
+        fence_proxy_async_smem();
+        named_barrier_sync(1, Cfg::kMathThreads);
+        if (store_thread) {
+            tma_reduce_add_3d(&tmap_d, tile + tid * (Cfg::kBlockM * Cfg::kAtomBytes), int32_t(n0 + tid * Cfg::kAtomCols),
+                              int32_t(row0), int32_t(group));
             bulk_commit_group();
         }
     }

@@ -1,6 +1,7 @@
 // The persistent, warp-specialized FP8 GEMM with fine-grained scaling for Hopper (sm_90a):
 //
-//   D[m, n] = sum_kb  sa[m, kb] * sb[n / 128, kb] * sum_{k in kb} A[m, k] * B[n, k]      (bf16 out)
+//   D[m, n]  = sum_kb  sa[m, kb] * sb[n / 128, kb] * sum_{k in kb} A[m, k] * B[n, k]     (bf16 or e4m3 out)
+//   D[m, n] += sum_kb  sa[m, kb] * sb[n, kb]       * sum_{k in kb} A[m, k] * B[n, k]     (the weight gradient)
 //
 // One CTA per SM walks its tiles (scheduler.cuh). Warpgroups 0 .. kNumMathWG-1 do the math (math.cuh),
 // the last one loads (producer.cuh); they meet in the stage ring (ring.cuh). This file sets up shared
@@ -16,7 +17,8 @@ template <class Cfg>
 __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtensorMap& tmap_b,
                                          const CUtensorMap& tmap_sa, const CUtensorMap& tmap_d, const float* __restrict__ sb,
                                          const int32_t* __restrict__ layout, unsigned short* __restrict__ d,
-                                         uint32_t ldd, uint32_t m, float* __restrict__ d_scale, uint32_t ld_scale) {
+                                         uint32_t ldd, uint32_t m, float* __restrict__ d_scale, uint32_t ld_scale,
+                                         const CUtensorMap& tmap_sb, uint32_t k) {
     using Tiles = TilePolicy<Cfg>;
     extern __shared__ __align__(1024) uint8_t smem[];
     const SharedMemory<Cfg> sm(smem);
@@ -34,6 +36,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
         tma_prefetch_map(&tmap_b);
         tma_prefetch_map(&tmap_sa);
         tma_prefetch_map(&tmap_d);
+        if constexpr (Cfg::kRowScalesB) tma_prefetch_map(&tmap_sb);
         init_stage_barriers<Cfg>(sm.full, sm.empty);
         Tiles::init_barriers(sm.ring_barriers);
         if constexpr (Cfg::kSplits > 1) {
@@ -46,7 +49,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
     }
     // Nothing above reads global memory that an earlier kernel may write (with PDL it may still run).
     grid_dependency_wait();
-    Tiles::load_layout(layout, sm.words, m);
+    Tiles::load_layout(layout, sm.words, m, k);
     // With multicast, or a split tile's exchange, the peer CTAs arrive on our barriers (and write into our
     // shared memory): they must see them initialized first. (The relaxed cluster barrier orders no
     // memory: __syncthreads publishes the layout words.)
@@ -56,7 +59,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
         __syncthreads();
         if constexpr (Cfg::kSplits > 1) cluster_sync_relaxed();
     }
-    Tiles::finish_layout(sm.words);
+    Tiles::finish_layout(sm.words, k);
     const uint32_t cta_rank = Cfg::kClusterDims > 1 ? cluster_ctarank() : 0;
     CG8_MARK(kTraceSetUp);
 
@@ -65,12 +68,12 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
     // The tile walk and the stage-ring position; each thread's role walks them (the producer and the math
     // warpgroups walk the same sequence). Lent by reference, as locals here they compile to the same code as
     // the single-function kernel before v16 did (NOTES.md v16).
-    Tiles tiles(m, layout, sm.words, sm.ring_barriers, thread_row);
+    Tiles tiles(m, layout, sm.words, sm.ring_barriers, thread_row, k);
     RingPosition<Cfg> ring;
     if (wg == Cfg::kNumMathWG) {
         setmaxnreg_dec<40>();
         const uint32_t tx_bytes = SmemLayout<Cfg>::stage_tx_bytes(Tiles::rows_a_landing(m));
-        Producer<Cfg>{tmap_a, tmap_b, tmap_sa, sm, tiles, ring, cta_rank, tx_bytes}.run(tid, warp, lane);
+        Producer<Cfg>{tmap_a, tmap_b, tmap_sa, tmap_sb, sm, tiles, ring, cta_rank, tx_bytes}.run(tid, warp, lane);
     } else {
         setmaxnreg_inc<Cfg::kNumMathWG == 1 ? 240 : 232>();
         MathWarpgroups<Cfg>{tmap_d, sb, d, ldd, d_scale, ld_scale, sm, tiles, ring, wg, tid, warp, lane}.run();

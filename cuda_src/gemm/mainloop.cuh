@@ -256,6 +256,42 @@ struct MainLoop {
         }
     }
 
+    // 1x128 B scales (the weight gradient; one slab per warpgroup, one accumulator): per k-block the MMAs, and
+    // while they run, this thread's A scales and B scales (one per column it holds) from the stage; the stage
+    // is released once they are in registers, then each column's partial sum is scaled by its own product.
+    __device__ __forceinline__ void row_scales(const Pass& p) {
+        static_assert(Cfg::kRowScalesB && kSlabs == 1, "row_scales is the weight gradient's loop");
+        const uint32_t row = wg * 64 + warp * 16 + lane / 4;
+#pragma unroll 1
+        for (uint32_t kb = p.kb_begin; kb < p.kb_end; ++kb) {
+            const uint32_t st = ring.stage;
+            CG8_MARK_KB(kTraceKbWait, kb);
+            mbar_wait(&sm.full[st], ring.phase);
+            CG8_MARK_KB(kTraceKbReady, kb);
+            issue_mma(acc[0], 0, st);
+            const float* sa = sm.sa + st * Cfg::kBlockM;
+            const float sa0 = sa[row], sa1 = sa[row + 8];
+            // Columns i * 8 + 2 * (lane % 4) + {0, 1}: one 8-byte load per fragment (the quad's lanes read
+            // 32 consecutive bytes, the other quads the same: one wavefront).
+            const float* sb = sm.sb_rows + st * Cfg::kBlockN + 2 * (lane % 4);
+            float2 sbc[Cfg::kBlockN / 8];
+#pragma unroll
+            for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);
+            wgmma_wait<0>();
+            release(st);
+#pragma unroll
+            for (uint32_t i = 0; i < kFrag; ++i) fence_operand(acc[0][i]);
+#pragma unroll
+            for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) {
+                sum[0][i * 4 + 0] += sa0 * sbc[i].x * acc[0][i * 4 + 0];
+                sum[0][i * 4 + 1] += sa0 * sbc[i].y * acc[0][i * 4 + 1];
+                sum[0][i * 4 + 2] += sa1 * sbc[i].x * acc[0][i * 4 + 2];
+                sum[0][i * 4 + 3] += sa1 * sbc[i].y * acc[0][i * 4 + 3];
+            }
+            ring.advance();
+        }
+    }
+
     // A tile with passes ran the rolled loop: with the stage-aligned walk the next tile must start at
     // stage 0 again, so the stages this one leaves unused are passed through, as the producer does.
     __device__ __forceinline__ void realign() {

@@ -71,19 +71,23 @@ struct MathWarpgroups {
             // branches on it then keep the wgmma descriptors on the uniform datapath (NOTES.md v8).
             const uint32_t slabs = kWhole ? Loop::kAllSlabs : __reduce_or_sync(~0u, tiles.active_slabs(t, pass, wg));
             const uint32_t boundary = 128 - n0 % 128;  // tile columns below this use B's scale row n0 / 128
-            stage_b_scales<kSplitTile>(first_pass, group, n0, loop.store_thread);
+            if constexpr (!Cfg::kRowScalesB)  // 1x128 B scales come with each stage instead
+                stage_b_scales<kSplitTile>(first_pass, group, n0, loop.store_thread);
             CG8_MARK(kTraceStaged);
             if constexpr (kSplitTile)
                 Split::signal_ready(sm.split_ready, sm.split_received, sm.split_amax, t.split - 1);
             if (first_pass) fetch_next();
             CG8_MARK(kTraceLoop);
-            const uint32_t kb_begin = kSplitTile ? t.kb_begin() : 0u;
-            const uint32_t kb_end = kSplitTile ? t.kb_end() : Cfg::kNumKBlocks;
+            constexpr bool kRanged = kSplitTile || Cfg::kRuntimeK;  // the tile says which k-blocks
+            const uint32_t kb_begin = kRanged ? t.kb_begin() : 0u;
+            const uint32_t kb_end = kRanged ? t.kb_end() : Cfg::kNumKBlocks;
             // A slab wholly past the valid rows (masked) leaves the tensor cores to the other warpgroup.
             const bool idle = Tiles::kIdleSlabs && tiles.slab_idle(t, loop.wg_mma);
             const typename Loop::Pass p{kb_begin, kb_end, boundary};
             if (slabs == 0 || idle) {
                 loop.walk_idle(p);
+            } else if constexpr (Cfg::kRowScalesB) {
+                loop.row_scales(p);
             } else if constexpr (Cfg::kAccSets == 1) {
                 if (slabs == Loop::kAllSlabs) loop.template one_accumulator<true, kWhole>(p, slabs);
                 else loop.template one_accumulator<false, kWhole>(p, slabs);
@@ -167,14 +171,20 @@ struct MathWarpgroups {
             } else {
                 Out::write_tile_fp8(loop.sum, loop.smem_d_addr, scale, ld_scale, valid, wg, warp, lane);
             }
+        } else if constexpr (Cfg::kOutF32) {
+            Out::write_tile_f32(loop.sum, loop.smem_d_addr, wg, warp, lane);
         } else {
             Out::write_tile(loop.sum, loop.smem_d_addr, wg, warp, lane);
         }
-        const bool by_threads = kSplitTile || (Tiles::kStoresByThreads && tiles.store_by_threads(t));
-        if (!by_threads) {
-            Out::store_tma(tmap_d, sm.d, tid, loop.store_thread, n0, row0);
+        if constexpr (Cfg::kOutF32) {  // added into D (the group's: t.group) by TMA reduce-add
+            Out::reduce_tma(tmap_d, sm.d, tid, loop.store_thread, n0, row0, uint32_t(t.group));
         } else {
-            Out::template store_threads<kSplitTile>(loop.smem_d_addr, d, ldd, row0, n0, m0, t);
+            const bool by_threads = kSplitTile || (Tiles::kStoresByThreads && tiles.store_by_threads(t));
+            if (!by_threads) {
+                Out::store_tma(tmap_d, sm.d, tid, loop.store_thread, n0, row0);
+            } else {
+                Out::template store_threads<kSplitTile>(loop.smem_d_addr, d, ldd, row0, n0, m0, t);
+            }
         }
         CG8_MARK(kTraceStored);
     }

@@ -39,7 +39,7 @@ struct ContiguousTiles {
     Records ring;
 
     __device__ __forceinline__ ContiguousTiles(uint32_t m_, const int32_t* m_indices, int32_t* words,
-                                               uint64_t* ring_barriers, uint32_t thread_row_)
+                                               uint64_t* ring_barriers, uint32_t thread_row_, uint32_t)
         : m(m_), layout(m_indices), thread_row(thread_row_), ring(words, ring_barriers) {
         num_m_blocks = (m + Cfg::kBlockM - 1) / Cfg::kBlockM;
         tile_idx = blockIdx.x;
@@ -49,8 +49,8 @@ struct ContiguousTiles {
     __device__ __forceinline__ static void init_barriers(uint64_t* ring_barriers) {
         Records(nullptr, ring_barriers).init_barriers();
     }
-    __device__ __forceinline__ static void load_layout(const int32_t*, int32_t*, uint32_t) {}
-    __device__ __forceinline__ static void finish_layout(int32_t*) {}
+    __device__ __forceinline__ static void load_layout(const int32_t*, int32_t*, uint32_t, uint32_t) {}
+    __device__ __forceinline__ static void finish_layout(int32_t*, uint32_t) {}
 
     // The normal layout's raster walk, written out again: shared through a helper, it moved the normal
     // kernels' code (NOTES.md v16).
@@ -76,7 +76,7 @@ struct ContiguousTiles {
     // The producer warpgroup's second warp: every tile's record, in the tile order of the other roles.
     __device__ __forceinline__ void run_record_warp(uint32_t warp, uint32_t lane) const {
         if (warp != 1) return;
-        ContiguousTiles walk(m, layout, ring.words, ring.full, Cfg::kBlockM);
+        ContiguousTiles walk(m, layout, ring.words, ring.full, Cfg::kBlockM, 0u);
         Tile rt;
         for (uint32_t n = 0; walk.next(rt); ++n) ring.publish(rt.m_block, n, layout, m, lane);
     }

@@ -39,7 +39,7 @@ struct MaskedTiles {
     uint32_t split_from;      // kTailSplit: the first tile of the split last wave (the tile count if none)
     uint32_t total;           // kTailSplit: the tile count
 
-    __device__ __forceinline__ MaskedTiles(uint32_t m_, const int32_t*, int32_t* words, uint64_t*, uint32_t)
+    __device__ __forceinline__ MaskedTiles(uint32_t m_, const int32_t*, int32_t* words, uint64_t*, uint32_t, uint32_t)
         : m(m_), layout(words) {
         num_m_blocks = (m + Cfg::kBlockM - 1) / Cfg::kBlockM;
         tile_idx = blockIdx.x;
@@ -56,7 +56,7 @@ struct MaskedTiles {
     // Every thread, before the set-up barrier: each group's valid rows into shared memory, so that the
     // loads' latency overlaps the set-up (a walk through global memory would put one dependent load
     // per group on the way to every CTA's next tile).
-    __device__ __forceinline__ static void load_layout(const int32_t* masked_m, int32_t* words, uint32_t m) {
+    __device__ __forceinline__ static void load_layout(const int32_t* masked_m, int32_t* words, uint32_t m, uint32_t) {
         for (uint32_t g = threadIdx.x; g < kGroups; g += Cfg::kThreads) {
             const int32_t rows = __ldg(masked_m + g);
             words[g] = rows < 0 ? 0 : int32_t(min(uint32_t(rows), m));
@@ -64,7 +64,7 @@ struct MaskedTiles {
     }
 
     // After it: the running tile totals, by the first warp 32 groups at a time.
-    __device__ __forceinline__ static void finish_layout(int32_t* words) {
+    __device__ __forceinline__ static void finish_layout(int32_t* words, uint32_t) {
         if (threadIdx.x < 32) {
             uint32_t total = 0;
             for (uint32_t base = 0; base < kGroups; base += 32) {

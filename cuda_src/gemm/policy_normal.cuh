@@ -1,5 +1,6 @@
 // The normal layout's tiles: one GEMM of M rows, rasterized for L2 reuse. With split K (kSplitK > 1) each
-// cluster of kSplitK CTAs walks the tiles as one, each CTA taking its share of every tile's k-blocks.
+// cluster of kSplitK CTAs walks the tiles as one, each CTA taking its share of every tile's k-blocks. With K
+// at run time (the weight gradient) every tile takes all ceil(K / 128) k-blocks.
 #pragma once
 #include "tile.cuh"
 
@@ -24,15 +25,18 @@ struct NormalTiles {
     uint32_t m;             // rows of A
     uint32_t num_m_blocks;
     uint32_t tile_idx;
+    uint32_t num_k_blocks;  // kRuntimeK: ceil(K / 128)
 
-    __device__ __forceinline__ NormalTiles(uint32_t m_, const int32_t*, int32_t*, uint64_t*, uint32_t) : m(m_) {
+    __device__ __forceinline__ NormalTiles(uint32_t m_, const int32_t*, int32_t*, uint64_t*, uint32_t, uint32_t k)
+        : m(m_) {
         num_m_blocks = (m + Cfg::kBlockM - 1) / Cfg::kBlockM;
+        if constexpr (Cfg::kRuntimeK) num_k_blocks = (k + kBlockK - 1) / kBlockK;
         tile_idx = blockIdx.x / Cfg::kSplitK;  // the cluster's first tile (a cluster's CTAs are consecutive in x)
     }
 
     __device__ __forceinline__ static void init_barriers(uint64_t*) {}
-    __device__ __forceinline__ static void load_layout(const int32_t*, int32_t*, uint32_t) {}
-    __device__ __forceinline__ static void finish_layout(int32_t*) {}
+    __device__ __forceinline__ static void load_layout(const int32_t*, int32_t*, uint32_t, uint32_t) {}
+    __device__ __forceinline__ static void finish_layout(int32_t*, uint32_t) {}
 
     __device__ __forceinline__ bool next(Tile& t) {
         if (tile_idx >= num_m_blocks * Cfg::kNumNBlocks) return false;
@@ -41,6 +45,7 @@ struct NormalTiles {
         t.group = 0;
         t.passes = 1;
         if constexpr (Cfg::kSplitK > 1) t.split = 1 + blockIdx.x % Cfg::kSplitK;  // 1 + the rank in the cluster
+        if constexpr (Cfg::kRuntimeK) t.kb0 = 0, t.kb1 = num_k_blocks;
         tile_idx += gridDim.x / Cfg::kSplitK;
         return true;
     }

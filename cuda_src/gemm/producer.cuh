@@ -1,6 +1,6 @@
 // The producer warpgroup. Its first thread issues every TMA load: per k-block, A's tile and its scales
-// (multicast to both CTAs of a pair when kMulticast == 2) and B's tile, all landing on the stage's
-// `full` barrier. Its second warp publishes the contiguous layout's tile records (record_ring.cuh).
+// (multicast to both CTAs of a pair when kMulticast == 2), B's tile, and with 1x128 B scales (the weight
+// gradient) B's scales, all landing on the stage's `full` barrier. Its second warp publishes the contiguous layout's tile records (record_ring.cuh).
 #pragma once
 #include "ring.cuh"
 #include "smem.cuh"
@@ -18,6 +18,7 @@ struct Producer {
     const CUtensorMap& tmap_a;
     const CUtensorMap& tmap_b;
     const CUtensorMap& tmap_sa;
+    const CUtensorMap& tmap_sb;  // 1x128 B scales (kRowScalesB); the forward kernels pass tmap_sa, unused
     const SharedMemory<Cfg> sm;
     Tiles& tiles;               // the tile walk (the kernel's)
     RingPosition<Cfg>& ring;    // the position in the stage ring (the kernel's)
@@ -35,9 +36,10 @@ struct Producer {
         for (uint32_t passes = kWhole ? 1u : t.passes; passes != 0; passes &= passes - 1) {
             const int32_t group = tiles.pass_group(t, kWhole ? 0u : __ffs(passes) - 1);
             const int32_t b_row = int32_t(uint32_t(group) * Cfg::kShapeN + t.n_block * Cfg::kBlockN);
-            const uint32_t kb_end = kSplitTile ? t.kb_end() : Cfg::kNumKBlocks;
+            constexpr bool kRanged = kSplitTile || Cfg::kRuntimeK;  // the tile says which k-blocks
+            const uint32_t kb_end = kRanged ? t.kb_end() : Cfg::kNumKBlocks;
 #pragma unroll 1
-            for (uint32_t kb = kSplitTile ? t.kb_begin() : 0u; kb < kb_end; ++kb) {
+            for (uint32_t kb = kRanged ? t.kb_begin() : 0u; kb < kb_end; ++kb) {
                 mbar_wait(&sm.empty[ring.stage], ring.phase ^ 1);
                 uint64_t* bar = &sm.full[ring.stage];
                 mbar_arrive_expect_tx(bar, tx_bytes);
@@ -56,6 +58,9 @@ struct Producer {
                                      l2_policy_evict_first());
                 else
                     tma_load_2d(sm.b + ring.stage * Smem::kStageB, &tmap_b, bar, int32_t(kb * kBlockK), b_row);
+                if constexpr (Cfg::kRowScalesB)  // M-major as A's: the tile's columns of k-block kb
+                    tma_load_2d(sm.sb_rows + ring.stage * Cfg::kBlockN, &tmap_sb, bar,
+                                int32_t(t.n_block * Cfg::kBlockN), int32_t(kb));
                 CG8_MARK_KB(kTraceKbIssued, kb);
                 ring.advance();
                 after_load();

@@ -2,12 +2,14 @@
 // the launch's size; cugemm8/heuristics.py computes the same number (smem_bytes), and every rendered
 // kernel static_asserts that the two agree.
 //
-//   [ D tile | A x stages | B x stages | A scales x stages | B scales | row amax inbox | layout words | barriers ]
+//   [ D tile | A x stages | B x stages | A scales x stages | B row scales x stages | B scales | row amax inbox
+//     | layout words | barriers ]
 //
-// D: the output tile (bf16, TMA-swizzled atoms); a split tile's inbox of partial sums (split.cuh)
-// overlays it, and extends it where it is larger.
+// D: the output tile (TMA-swizzled atoms; bf16-sized for e4m3 too, FP32 for the weight gradient); a split
+// tile's inbox of partial sums (split.cuh) overlays it, and extends it where it is larger.
 // A, B: one 128-deep k-block per stage, 128-byte swizzled as TMA writes them (1024-byte aligned).
-// A scales: kBlockM floats per stage. B scales: the tile's every k-block, one or two scale rows.
+// A scales: kBlockM floats per stage. B row scales (1x128, the weight gradient): kBlockN floats per stage.
+// B scales (128x128 blocks): the tile's every k-block, one or two scale rows.
 // Row amax inbox: a split tile with e4m3 output, the peers' amax of each row over their column chunks.
 // Layout words: the tile policy's (masked: rows and tile totals per group; contiguous: the record ring).
 // Barriers: full and empty per stage; `ready` and `received` for a split tile's exchange (and `amax` with
@@ -21,16 +23,18 @@ namespace cg8 {
 template <class Cfg>
 struct SmemLayout {
     using Tiles = TilePolicy<Cfg>;
-    static constexpr uint32_t kTileD = Cfg::kBlockM * Cfg::kBlockN * 2;
+    static constexpr uint32_t kTileD = Cfg::kBlockM * Cfg::kBlockN * (Cfg::kOutF32 ? 4 : 2);
     static constexpr uint32_t kStageA = Cfg::kBlockM * kBlockK;
     static constexpr uint32_t kStageB = Cfg::kBlockN * kBlockK;
     static constexpr uint32_t kStageSA = Cfg::kBlockM * 4;
-    // TMA bytes landing per stage with `rows_a` rows of A (TilePolicy::rows_a_landing): A, B and A's scales
-    // (rows_a rounded up to 4 floats: TMA's 16-byte box rule).
+    static constexpr uint32_t kStageSB = Cfg::kRowScalesB ? Cfg::kBlockN * 4 : 0;  // a multiple of 16 (BLOCK_N % 16)
+    // TMA bytes landing per stage with `rows_a` rows of A (TilePolicy::rows_a_landing): A, B, A's scales
+    // (rows_a rounded up to 4 floats: TMA's 16-byte box rule) and B's row scales.
     __device__ __forceinline__ static constexpr uint32_t stage_tx_bytes(uint32_t rows_a) {
-        return rows_a * kBlockK + kStageB + (rows_a + 3) / 4 * 16;
+        return rows_a * kBlockK + kStageB + (rows_a + 3) / 4 * 16 + kStageSB;
     }
-    static constexpr uint32_t kScalesB = (Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile * 4 + 15) / 16 * 16;
+    static constexpr uint32_t kScalesB =
+        Cfg::kRowScalesB ? 0 : (Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile * 4 + 15) / 16 * 16;
     static constexpr uint32_t kSplitBarriers = Cfg::kSplits > 1 ? (Cfg::kOutFp8 ? 3 : 2) : 0;
     // A split tile's inbox: (kSplits - 1) peers' partial sums of this CTA's column chunk, FP32.
     static constexpr uint32_t kInbox = (Cfg::kSplits - 1) * Cfg::kBlockM * (Cfg::kBlockN / Cfg::kSplits) * 4;
@@ -40,7 +44,8 @@ struct SmemLayout {
     static constexpr uint32_t kOffA = kTileD > kInbox ? kTileD : kInbox;
     static constexpr uint32_t kOffB = kOffA + Cfg::kStages * kStageA;
     static constexpr uint32_t kOffSA = kOffB + Cfg::kStages * kStageB;
-    static constexpr uint32_t kOffSB = kOffSA + Cfg::kStages * kStageSA;
+    static constexpr uint32_t kOffSBRows = kOffSA + Cfg::kStages * kStageSA;
+    static constexpr uint32_t kOffSB = kOffSBRows + Cfg::kStages * kStageSB;
     static constexpr uint32_t kOffAmax = kOffSB + kScalesB;
     static constexpr uint32_t kOffWords = kOffAmax + kAmaxInbox;
     static constexpr uint32_t kOffBarriers = kOffWords + Tiles::kSmemWordBytes;
@@ -59,6 +64,7 @@ struct SharedMemory {
     uint8_t* a;
     uint8_t* b;
     float* sa;
+    float* sb_rows;            // B's row scales per stage (kRowScalesB)
     float* sb;
     int32_t* words;
     uint64_t* full;            // per stage: the TMA bytes have landed
@@ -71,7 +77,8 @@ struct SharedMemory {
 
     __device__ __forceinline__ explicit SharedMemory(uint8_t* smem)
         : base(smem), d(smem), a(smem + Map::kOffA), b(smem + Map::kOffB),
-          sa(reinterpret_cast<float*>(smem + Map::kOffSA)), sb(reinterpret_cast<float*>(smem + Map::kOffSB)),
+          sa(reinterpret_cast<float*>(smem + Map::kOffSA)), sb_rows(reinterpret_cast<float*>(smem + Map::kOffSBRows)),
+          sb(reinterpret_cast<float*>(smem + Map::kOffSB)),
           words(reinterpret_cast<int32_t*>(smem + Map::kOffWords)),
           full(reinterpret_cast<uint64_t*>(smem + Map::kOffBarriers)), empty(full + Cfg::kStages),
           split_ready(empty + Cfg::kStages), split_received(split_ready + 1), split_amax(split_ready + 2),

@@ -23,14 +23,21 @@ struct Tile {
     uint32_t zero;     // contiguous, math threads: bit 2w+h: this thread's row (slab w, +8h) is no expert's
     int32_t slab_group[kSlabs];  // contiguous: each slab's expert id (valid slabs only)
     uint32_t split;    // a split tile: 1 + this CTA's share of it (its rank in the cluster); 0: not split
+    uint32_t kb0, kb1; // K at run time (kRuntimeK): the tile's k-blocks, as columns of A's and B's scale grids
 
     // The k-blocks of a split tile's share s (of kSplits, the earlier shares rounded up), and this CTA's
     // (all of them when the tile is not split). Each CTA stores column chunk split - 1 (split.cuh).
     __device__ __forceinline__ static uint32_t kb_first(uint32_t s) {
         return (s * Cfg::kNumKBlocks + Cfg::kSplits - 1) / Cfg::kSplits;
     }
-    __device__ __forceinline__ uint32_t kb_begin() const { return split ? kb_first(split - 1) : 0u; }
-    __device__ __forceinline__ uint32_t kb_end() const { return split ? kb_first(split) : Cfg::kNumKBlocks; }
+    __device__ __forceinline__ uint32_t kb_begin() const {
+        if constexpr (Cfg::kRuntimeK) return kb0;
+        else return split ? kb_first(split - 1) : 0u;
+    }
+    __device__ __forceinline__ uint32_t kb_end() const {
+        if constexpr (Cfg::kRuntimeK) return kb1;
+        else return split ? kb_first(split) : Cfg::kNumKBlocks;
+    }
 
     // One pass in which every slab works (no expert boundary or padding slab in the tile): the common
     // case, which runs code without the pass bookkeeping. Normal and masked tiles are always whole.

@@ -1,5 +1,5 @@
 // Tensor memory accelerator (TMA): 2-D tile loads into shared memory (completing on an mbarrier,
-// optionally multicast to the CTAs of a cluster) and bulk stores out of it.
+// optionally multicast to the CTAs of a cluster), and bulk stores and reduce-adds out of it.
 #pragma once
 #include "types.cuh"
 #include "memory.cuh"
@@ -52,6 +52,15 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* smem_dst, const CUte
 __device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* smem_src, int32_t c0, int32_t c1) {
     asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
                  ::"l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(smem_src)), "r"(c0), "r"(c1)
+                 : "memory");
+}
+
+// Adds a shared-memory tile into global memory (element-wise, in the tensor map's type: FP32 here), done by
+// the memory system: D += tile without reading D into the SM.
+__device__ __forceinline__ void tma_reduce_add_3d(const CUtensorMap* map, const void* smem_src, int32_t c0, int32_t c1,
+                                                  int32_t c2) {
+    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3, %4}], [%1];"
+                 ::"l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(smem_src)), "r"(c0), "r"(c1), "r"(c2)
                  : "memory");
 }
 

@@ -6,21 +6,23 @@ import re
 import pytest
 
 from cugemm8 import fp8_gemm, heuristics, jit, sass
-from kernel_configs import CONFIGS
+from kernel_configs import CONFIGS, WGRAD_CONFIGS
+
+ALL_CONFIGS = CONFIGS + WGRAD_CONFIGS
 
 
 @pytest.fixture(scope="module")
 def compiled():
     """Each configuration's cubin and compile log (ptxas' remarks included)."""
     out = {}
-    for cfg in CONFIGS:
+    for cfg in ALL_CONFIGS:
         log = []
         out[cfg] = jit.compile_cubin(fp8_gemm.render(cfg), log=log), log[0]
     return out
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.layout}-n{c.n}-k{c.k}-g{c.num_groups}-"
-                         f"{c.block_m}x{c.block_n}x{c.stages}s{c.splits}" + ("-" + c.out_format if c.out_fp8 else ""))
+@pytest.mark.parametrize("cfg", ALL_CONFIGS, ids=lambda c: f"{c.layout}-n{c.n}-k{c.k}-g{c.num_groups}-"
+                         f"{c.block_m}x{c.block_n}x{c.stages}s{c.splits}" + ("-" + c.out_format if c.out_format != "bfloat16" else ""))
 def test_config_compiles_with_expected_sass(cfg, compiled):
     cubin, log = compiled[cfg]
     # ptxas serializes the wgmma pipeline (C7510 and kin: a call boundary, register pressure) with only a
@@ -35,16 +37,18 @@ def test_config_compiles_with_expected_sass(cfg, compiled):
     # Decode configurations load B with an L2 cache policy (evict-first); no other load carries one.
     hinted = any("UTMALDG" in line and "desc[" in line for line in text.splitlines())
     assert hinted == cfg.stream_b, "L2 cache policy on B's loads exactly where stream_b"
-    # Split-K tiles store their column chunks by threads; every other kernel stores tiles by TMA.
-    assert ("UTMASTG" in names) == (cfg.split_k == 1), "TMA stores"
+    # Split-K tiles store their column chunks by threads; the weight gradient adds its tiles into D by TMA
+    # reduce-add; every other kernel stores tiles by TMA.
+    assert ("UTMASTG" in names) == (cfg.split_k == 1 and not cfg.wgrad), "TMA stores"
+    assert ("UTMAREDG" in names) == cfg.wgrad, "TMA reduce-add exactly in the weight-gradient kernels"
     assert (cfg.cluster == 2) == any(op.startswith("UTMALDG.2D.MULTICAST") for op in ops), "multicast loads"
     assert not names & {"LDL", "STL"}, "local memory (spills) in the kernel"
     # The output's format: e4m3 packed from FP32 (and no stmatrix of bf16 pairs), or bf16 only.
     e4m3_out = any(op.startswith("F2FP.SATFINITE.E4M3.F32") for op in ops)
     assert e4m3_out == cfg.out_fp8, "e4m3 conversion exactly in e4m3-output kernels"
-    assert ("STSM" in names) != cfg.out_fp8, "stmatrix exactly in bf16-output kernels"
+    assert ("STSM" in names) == (cfg.out_format == "bfloat16"), "stmatrix exactly in bf16-output kernels"
     usage = sass.resource_usage(cubin)
-    kern = usage[fp8_gemm.KERNEL_NAME]
+    kern = usage[fp8_gemm.kernel_name(cfg)]
     assert kern["STACK"] == 0 and kern.get("LOCAL", 0) == 0
     # A split tile's exchange: asynchronous stores into the peer CTAs, and no GPU-wide memory barrier
     # (a cluster-scope release compiles to MEMBAR.ALL.GPU: 2.6 us per exchange, NOTES.md v10).

@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cugemm8 import fp8_gemm, heuristics, jit
-from kernel_configs import CONFIGS
+from kernel_configs import CONFIGS, WGRAD_CONFIGS
 
 SRC = jit.source_dir()
 HEADERS = sorted(p.relative_to(SRC).as_posix() for p in SRC.rglob("*.cuh"))
 LAYOUT_POLICY_FILES = {"gemm/config.cuh", "gemm/scheduler.cuh", "gemm/policy_normal.cuh",
-                       "gemm/policy_contiguous.cuh", "gemm/policy_masked.cuh"}
+                       "gemm/policy_contiguous.cuh", "gemm/policy_masked.cuh", "gemm/policy_k_grouped.cuh"}
 
 
 def _code(path: Path) -> str:
@@ -50,7 +50,8 @@ def test_layout_tested_only_in_the_tile_policies():
         if rel not in LAYOUT_POLICY_FILES and re.search(r"\bkLayout\b|Layout::k", _code(p)):
             offenders.append(rel)
     assert not offenders, offenders
-    assert not re.search(r"\bkLayout\b|Layout::k", _code(SRC / "fp8_gemm.cu"))
+    for entry in ("fp8_gemm.cu", "fp8_wgrad.cu"):
+        assert not re.search(r"\bkLayout\b|Layout::k", _code(SRC / entry))
 
 
 def test_kernel_entry_is_short():
@@ -91,7 +92,15 @@ def _smem_check(configs) -> str:
 
 def test_smem_map_matches_the_heuristics_on_the_catalog():
     """One source for the shared-memory size: heuristics.smem_bytes, checked against the kernel's map."""
-    jit.compile_cubin(_smem_check(CONFIGS), name="smem.cu")
+    jit.compile_cubin(_smem_check(CONFIGS + WGRAD_CONFIGS), name="smem.cu")
+
+
+@settings(max_examples=20, deadline=None)
+@given(layout=st.sampled_from(heuristics.WGRAD_LAYOUTS), m=st.integers(1, 40000), n=st.integers(1, 4096).map(lambda v: 8 * v),
+       groups=st.integers(1, 1024), sms=st.integers(1, 144))
+def test_smem_map_matches_the_heuristics_on_any_wgrad_pick(layout, m, n, groups, sms):
+    cfg = heuristics.choose_wgrad(layout, m, n, 1 if layout == "normal" else groups, sms).config
+    jit.compile_cubin(_smem_check([cfg]), name="smem.cu")
 
 
 @settings(max_examples=20, deadline=None)

@@ -1,0 +1,140 @@
+"""CPU tier, the weight gradients: their argument checks (every argument, before any launch), their heuristic,
+and the float64 references."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from array_infos import BASE_PTR, a_scale_info, info, kblocks
+from cugemm8 import heuristics, reference
+from cugemm8.validation_wgrad import check_k_grouped_wgrad, check_wgrad
+
+M, N, K = 300, 264, 1040
+
+
+def wgrad_case(m=M, n=N, k=K, kinds=("aligned", "aligned"), out_shape=None, c=None):
+    kb = kblocks(k)
+    return dict(a=info((m, k), np.uint8), a_scale=a_scale_info(m, kb, kinds[0]), b=info((n, k), np.uint8),
+                b_scale=a_scale_info(n, kb, kinds[1]), out=info(out_shape or (m, n), np.float32), c=c)
+
+
+def grouped_case(groups=4, m=M, n=N, k=K, **kw):
+    case = wgrad_case(m, n, k, **kw)
+    case["out"] = info(kw.get("out_shape") or (groups, m, n), np.float32)
+    return dict(a=case["a"], a_scale=case["a_scale"], b=case["b"], b_scale=case["b_scale"],
+                k_sizes=info((groups,), np.int32), out=case["out"], c=case["c"])
+
+
+def test_valid_calls():
+    assert check_wgrad(**wgrad_case(), device=0) == (M, N, K, "aligned", "aligned", False)
+    assert check_wgrad(**wgrad_case(kinds=("rowmajor", "rowmajor")), device=0)[3:5] == ("rowmajor", "rowmajor")
+    out = info((M, N), np.float32)
+    assert check_wgrad(**dict(wgrad_case(), out=out, c=out), device=0)[-1] is False      # c is out
+    other = info((M, N), np.float32, ptr=BASE_PTR + (1 << 30))
+    assert check_wgrad(**dict(wgrad_case(), c=other), device=0)[-1] is True              # a separate addend
+    assert check_wgrad(**wgrad_case(m=0, k=0), device=0)[:3] == (0, N, 0)                 # empty sizes
+    assert check_k_grouped_wgrad(**grouped_case(), device=0) == (M, N, K, 4, "aligned", "aligned", False)
+
+
+def _bad(change):
+    case = wgrad_case()
+    change(case)
+    return case
+
+
+@pytest.mark.parametrize("change,exc,match", [
+    (lambda c: c.update(a=np.zeros(3)), TypeError, "^a must be a CUDA device array"),
+    (lambda c: c.update(a=info((M, K), np.float32)), TypeError, "^a must have dtype uint8"),
+    (lambda c: c.update(a=info((2, M, K), np.uint8)), ValueError, r"^a must be 2-D \[M, K\]"),
+    (lambda c: c.update(b=info((N, K + 16), np.uint8)), ValueError, "^b must have the same K as a"),
+    (lambda c: c.update(a=info((M, 1000), np.uint8), b=info((N, 1000), np.uint8)), ValueError,
+     "K must be a multiple of 16"),
+    (lambda c: c.update(b=info((260, K), np.uint8)), ValueError, "N must be a multiple of 8"),
+    (lambda c: c.update(a_scale=info((M, 8), np.float32)), ValueError, r"^a_scale must have shape \[M, ceil\(K/128\)\]"),
+    (lambda c: c.update(b_scale=info((kblocks(N), kblocks(K)), np.float32)), ValueError,
+     r"^b_scale must have shape \[N, ceil\(K/128\)\] = \(264, 9\)"),     # 128x128 block scales: refused
+    (lambda c: c.update(b_scale=info((N, 9), np.float64)), TypeError, "^b_scale must have dtype float32"),
+    (lambda c: c.update(a_scale=info((M, 9), np.float32, (2, 600))), ValueError, "^a_scale must be either M-major"),
+    (lambda c: c.update(a=info((M, K), np.uint8, (K + 8, 1))), ValueError, "^a row stride must be"),
+    (lambda c: c.update(out=None), TypeError, "^out must be a CUDA device array"),
+    (lambda c: c.update(out=info((M, N), np.float16)), TypeError, "^out must have dtype float32"),
+    (lambda c: c.update(out=info((M, N + 8), np.float32)), ValueError, r"^out must have shape \[M, N\]"),
+    (lambda c: c.update(out=info((M, N), np.float32, (N + 2, 1))), ValueError, "^out row stride must be"),
+    (lambda c: c.update(out=info((M, N), np.float32, ptr=BASE_PTR + 4)), ValueError, "^out base address must be 16"),
+    (lambda c: c.update(c=info((M, N), np.float64)), TypeError, "^c must have dtype float32"),
+    (lambda c: c.update(c=info((N, M), np.float32)), ValueError, r"^c must have shape \[M, N\]"),
+    (lambda c: c.update(c=info((M, N), np.float32, ptr=BASE_PTR + 4 * N * 16)), ValueError,
+     "^c must be out itself or not overlap it"),
+    (lambda c: c.update(b=info((N, K), np.uint8, device=1)), ValueError, "^b is on device 1"),
+])
+def test_wgrad_errors(change, exc, match):
+    with pytest.raises(exc, match=match):
+        check_wgrad(**_bad(change), device=0)
+
+
+@pytest.mark.parametrize("change,exc,match", [
+    (lambda c: c.update(k_sizes=info((4,), np.int64)), TypeError, "^k_sizes must have dtype int32"),
+    (lambda c: c.update(k_sizes=info((4, 1), np.int32)), ValueError, r"^k_sizes must be 1-D \[G\]"),
+    (lambda c: c.update(k_sizes=info((0,), np.int32)), ValueError, "^k_sizes must hold at least 1 group"),
+    (lambda c: c.update(k_sizes=info((1025,), np.int32)), ValueError, "^k_sizes may hold at most 1024 groups"),
+    (lambda c: c.update(k_sizes=info((4,), np.int32, (2,))), ValueError, "^k_sizes must be C-contiguous"),
+    (lambda c: c.update(out=info((M, N), np.float32)), ValueError, r"^out must be 3-D \[G, M, N\]"),
+    (lambda c: c.update(out=info((3, M, N), np.float32)), ValueError, r"^out must have shape \[G, M, N\] = \(4, "),
+    (lambda c: c.update(out=info((4, M, N), np.float32, (M * N + 4, N, 1))), ValueError,
+     "^out groups must follow each other without gaps"),
+    (lambda c: c.update(c=info((4, M, N), np.float32, ptr=BASE_PTR + 16)), ValueError,
+     "^c must be out itself or not overlap it"),
+])
+def test_k_grouped_errors(change, exc, match):
+    case = grouped_case()
+    change(case)
+    with pytest.raises(exc, match=match):
+        check_k_grouped_wgrad(**case, device=0)
+
+
+# ----------------------------------------------------------------------------- the heuristic
+@settings(max_examples=200, deadline=None)
+@given(layout=st.sampled_from(heuristics.WGRAD_LAYOUTS), m=st.integers(1, 40000), n=st.integers(1, 8192).map(lambda v: 8 * v),
+       groups=st.integers(1, 1024), sms=st.integers(1, 144))
+def test_wgrad_heuristic_limits(layout, m, n, groups, sms):
+    groups = groups if layout == "k_grouped" else 1
+    plan = heuristics.choose_wgrad(layout, m, n, groups, sms)
+    cfg = plan.config
+    assert cfg.wgrad and cfg.k == 0 and cfg.layout == layout and cfg.num_groups == groups
+    assert cfg.smem_bytes <= heuristics.SMEM_CAPACITY and cfg.stages >= heuristics.WGRAD_MIN_STAGES
+    assert cfg.block_m in (64, 128) and cfg.num_math_wg == cfg.block_m // 64 and cfg.block_n in heuristics.WGRAD_BLOCK_NS
+    assert cfg.swizzle_d in (64, 128) and (cfg.block_n * 4) % cfg.swizzle_d == 0
+    assert cfg.cluster == 1 and cfg.split_k == 1 and not cfg.tail_split
+    assert 1 <= plan.grid <= sms
+    assert heuristics.choose_wgrad(layout, m, n, groups, sms) == plan   # deterministic
+
+
+def test_wgrad_heuristic_picks():
+    """The wave rule on DeepGEMM's weight-gradient shapes (132 SMs): 128-row tiles as wide as fills the waves."""
+    for m, n in ((7168, 2112), (1536, 24576), (2048, 7168)):
+        cfg = heuristics.choose_wgrad("normal", m, n, 1, 132).config
+        assert cfg.block_m == 128 and cfg.block_n >= 128
+    with pytest.raises(ValueError, match="layout must be one of"):
+        heuristics.choose_wgrad("masked", 64, 64, 1, 132)
+    with pytest.raises(ValueError, match="must be positive"):
+        heuristics.choose_wgrad("normal", 0, 64, 1, 132)
+
+
+# ----------------------------------------------------------------------------- references
+def test_references_against_a_direct_computation():
+    rng = np.random.default_rng(0)
+    m, n, sizes = 5, 7, [128, 0, 256]
+    k = sum(sizes)
+    a = rng.integers(0, 0x7E, size=(m, k), dtype=np.uint8)   # finite e4m3 codes
+    b = rng.integers(0, 0x7E, size=(n, k), dtype=np.uint8)
+    sa = rng.uniform(0.5, 2, (m, k // 128)).astype(np.float32)
+    sb = rng.uniform(0.5, 2, (n, k // 128)).astype(np.float32)
+    from cugemm8.quantize import fp8_e4m3_to_float
+
+    af = fp8_e4m3_to_float(a).astype(np.float64) * np.repeat(sa, 128, axis=1)
+    bf = fp8_e4m3_to_float(b).astype(np.float64) * np.repeat(sb, 128, axis=1)
+    np.testing.assert_allclose(reference.reference_wgrad(a, sa, b, sb), af @ bf.T)
+    grouped = reference.reference_k_grouped_wgrad(a, sa, b, sb, np.array(sizes, np.int32))
+    np.testing.assert_allclose(grouped[0], af[:, :128] @ bf[:, :128].T)
+    assert not grouped[1].any()
+    np.testing.assert_allclose(grouped[2], af[:, 128:] @ bf[:, 128:].T)
