@@ -68,17 +68,21 @@ def _cache_summary(cache) -> dict:
 
 
 def cmd_sass(args) -> int:
-    from . import ffma, fp8_gemm, heuristics, sass
+    from . import ffma, fp8_gemm, sass
+    from .precompile import WGRAD_LAYOUTS
+    from .precompile import plan as plan_for
     from .validation import check_out_format
 
     _check_sizes(args)
     fmt = check_out_format(args.out_dtype, args.scale_format)
+    if fmt != "bfloat16" and args.layout in WGRAD_LAYOUTS:
+        raise ValueError(f"--out-dtype applies to the forward GEMMs; the weight gradient's output is float32")
     if fmt != "bfloat16" and args.n % 16:
         raise ValueError(f"--n must be a multiple of 16 with --out-dtype float8_e4m3; got {args.n}")
     if args.no_ffma_interleave:
         os.environ[ffma.DISABLE_ENV] = "1"
     sms = _sms(args.sms)
-    plan = heuristics.choose(args.layout, args.m, args.n, args.k, args.groups, sms, fmt)
+    plan = plan_for(args.layout, args.m, args.n, args.k, args.groups, sms, fmt)
     cfg = plan.config
     line = {**dataclasses.asdict(cfg), "grid": plan.grid, "threads": cfg.threads, "smem_bytes": cfg.smem_bytes,
             "num_sms": sms, "ffma_interleave": ffma.ffma_interleave_enabled()}
@@ -101,10 +105,12 @@ def _check_sizes(args) -> None:
         raise ValueError(f"--m must be >= 1; got {args.m}")
     if args.n < 8 or args.n % 8:
         raise ValueError(f"--n must be a positive multiple of 8; got {args.n}")
-    if args.k < 16 or args.k % 16:
+    if args.k is None and args.layout not in ("wgrad", "k_grouped_wgrad"):
+        raise ValueError(f"--k is required for the {args.layout} layout (only the weight gradients take K at run time)")
+    if args.k is not None and (args.k < 16 or args.k % 16):
         raise ValueError(f"--k must be a positive multiple of 16; got {args.k}")
-    if args.groups < 1 or (args.layout == "normal" and args.groups != 1):
-        raise ValueError(f"--groups must be >= 1 (and 1 for the normal layout); got {args.groups}")
+    if args.groups < 1 or (args.layout in ("normal", "wgrad") and args.groups != 1):
+        raise ValueError(f"--groups must be >= 1 (and 1 for the normal and wgrad layouts); got {args.groups}")
     if args.layout == "contiguous" and args.m % 64:
         raise ValueError(f"--m (total rows) must be a multiple of 64 for the contiguous layout; got {args.m}")
 
@@ -181,9 +187,10 @@ def _parser() -> argparse.ArgumentParser:
 def _shape_args(p, m_type, m_help: str, m_default=None) -> None:
     p.add_argument("--m", type=m_type, required=m_default is None, default=m_default, help=m_help)
     p.add_argument("--n", type=int, required=True)
-    p.add_argument("--k", type=int, required=True)
+    p.add_argument("--k", type=int, default=None, help="K (the weight gradients take it at run time: optional there)")
     p.add_argument("--sms", type=int, default=None, help=f"SM count (default: the GPU's, else {DEFAULT_SMS})")
-    p.add_argument("--layout", choices=("normal", "contiguous", "masked"), default="normal")
+    p.add_argument("--layout", choices=("normal", "contiguous", "masked", "wgrad", "k_grouped_wgrad"), default="normal",
+                   help="the forward GEMMs' layouts, or the weight gradients (wgrad_matmul, k_grouped_wgrad_matmul)")
     p.add_argument("--groups", type=int, default=1)
     p.add_argument("--out-dtype", choices=("bfloat16", "float8_e4m3"), default="bfloat16")
     p.add_argument("--scale-format", choices=("float32", "ue8m0"), default="float32")

@@ -2,6 +2,7 @@
 into the disk cache, so that a server's first calls load kernels instead of compiling them. No GPU needed.
 
     cugemm8.precompile(2112, 7168, m=(1, 16384))          # or: python -m cugemm8 precompile --n 2112 --k 7168
+    cugemm8.precompile(2112, None, layout="wgrad", m=7168)  # the weight gradient: K is a run-time value
 
 Ranks that start together may all call it: the JIT's file lock (cugemm8.jit) makes each kernel compile once.
 """
@@ -19,29 +20,45 @@ from .validation import check_out_format
 
 DEFAULT_SMS = 132   # an H100/H200 SXM, when no GPU is visible
 MAX_M = 1 << 20     # a bound on the M range (choose runs once per M)
+# The weight gradients' entry points and the heuristic's layout for each (their kernels take K at run time).
+WGRAD_LAYOUTS = {"wgrad": "normal", "k_grouped_wgrad": "k_grouped"}
+LAYOUTS = heuristics.LAYOUTS + tuple(WGRAD_LAYOUTS)
 
 
-def precompile(n: int, k: int, *, layout: str = "normal", m=(1, 16384), groups: int = 1, num_sms: int | None = None,
+def plan(layout: str, m: int, n: int, k: int | None, groups: int, num_sms: int, fmt: str = "bfloat16"):
+    """The LaunchPlan a call would get: the forward GEMMs' (heuristics.choose) or the weight gradients'
+    (heuristics.choose_wgrad, for the layouts in WGRAD_LAYOUTS; K does not enter)."""
+    if layout in WGRAD_LAYOUTS:
+        return heuristics.choose_wgrad(WGRAD_LAYOUTS[layout], m, n, groups, num_sms)
+    return heuristics.choose(layout, m, n, k, groups, num_sms, fmt)
+
+
+def precompile(n: int, k: int | None, *, layout: str = "normal", m=(1, 16384), groups: int = 1, num_sms: int | None = None,
                out_dtype: str = "bfloat16", scale_format: str = "float32", jobs: int = 1,
                progress: bool | None = None) -> list[heuristics.KernelConfig]:
     """Compile every configuration ``heuristics.choose`` picks for ``layout`` with this N and K and each M in
     ``m`` (an inclusive ``(low, high)`` range, an int, or an iterable of ints; the masked layout's M is
-    expected_m, the contiguous layout's the total rows), and return the distinct configurations.
+    expected_m, the contiguous layout's the total rows), and return the distinct configurations. The layouts
+    "wgrad" and "k_grouped_wgrad" build the weight gradients' kernels (M and N of the gradient; k may be None).
 
     num_sms: the GPU's SM count (default: the current GPU's, else 132); groups: the grouped layouts' G;
     jobs: compiler processes; progress: a progress line on stderr (default: when stderr is a terminal)."""
     ms = _ms(m)
     _check(n, k, layout, groups, jobs)
     fmt = check_out_format(out_dtype, scale_format)
+    if fmt != "bfloat16" and layout in WGRAD_LAYOUTS:
+        raise ValueError(f"out_dtype applies to the forward GEMMs; the weight gradient's output is float32 (layout "
+                         f"{layout!r})")
     if fmt != "bfloat16" and n % 16:
         raise ValueError(f"n must be a multiple of 16 with out_dtype='float8_e4m3'; got {n}")
     sms = _sms(num_sms)
     configs: dict[heuristics.KernelConfig, None] = {}
     for rows in ms:
-        configs.setdefault(heuristics.choose(layout, rows, n, k, groups, sms, fmt).config)
+        configs.setdefault(plan(layout, rows, n, k, groups, sms, fmt).config)
     todo = list(configs)
     show = sys.stderr.isatty() if progress is None else bool(progress)
-    label = f"precompile {layout} N={n} K={k}" + (f" G={groups}" if layout != "normal" else "")
+    label = f"precompile {layout} N={n}" + (f" K={k}" if k is not None else "") + (
+        f" G={groups}" if layout not in ("normal", "wgrad") else "")
     start = time.perf_counter()
     if jobs == 1 or len(todo) < 2:
         for i, cfg in enumerate(todo):
@@ -101,15 +118,17 @@ def _iterable(m) -> Iterable:
 
 
 def _check(n, k, layout, groups, jobs) -> None:
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}; got {layout!r}")
+    wgrad = layout in WGRAD_LAYOUTS
     for name, value in (("n", n), ("k", k), ("groups", groups), ("jobs", jobs)):
-        _int(value, name)
-    if layout not in heuristics.LAYOUTS:
-        raise ValueError(f"layout must be one of {heuristics.LAYOUTS}; got {layout!r}")
+        if not (wgrad and name == "k" and value is None):
+            _int(value, name)
     if n < 8 or n % 8:
         raise ValueError(f"n must be a positive multiple of 8; got {n}")
-    if k < 16 or k % 16:
+    if k is not None and (k < 16 or k % 16):
         raise ValueError(f"k must be a positive multiple of 16; got {k}")
-    if groups < 1 or (layout == "normal" and groups != 1):
+    if groups < 1 or (layout in ("normal", "wgrad") and groups != 1):
         raise ValueError(f"groups must be >= 1 (and 1 for the normal layout); got {groups} for {layout!r}")
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1; got {jobs}")

@@ -26,7 +26,17 @@ def test_sass_config_only_matches_the_heuristic(capsys):
     assert (line["block_m"], line["block_n"], line["split_k"]) == (cfg.block_m, cfg.block_n, cfg.split_k)
 
 
+def test_sass_weight_gradient_config_only(capsys):
+    assert cli.main(["sass", "--layout", "k_grouped_wgrad", "--groups", "8", "--m", "2048", "--n", "7168", "--sms", "132",
+                     "--config-only"]) == 0
+    line = json.loads(capsys.readouterr().out)
+    cfg = heuristics.choose_wgrad("k_grouped", 2048, 7168, 8, 132).config
+    assert (line["out_format"], line["k"], line["block_n"], line["num_groups"]) == ("float32", 0, cfg.block_n, 8)
+
+
 @pytest.mark.parametrize("args, shown", [
+    (["--m", "64", "--n", "2112"], "--k is required for the normal layout"),
+    (["--m", "64", "--n", "2112", "--layout", "wgrad", "--out-dtype", "float8_e4m3"], "output is float32"),
     (["--m", "64", "--n", "100", "--k", "7168"], "--n must be a positive multiple of 8; got 100"),
     (["--m", "64", "--n", "2112", "--k", "100"], "--k must be a positive multiple of 16; got 100"),
     (["--m", "0", "--n", "2112", "--k", "7168"], "--m must be >= 1"),

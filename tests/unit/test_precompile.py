@@ -39,12 +39,25 @@ def test_grouped_fp8_and_parallel(cache):
     assert len(list(cache.glob("*.cubin"))) == len(configs)
 
 
+def test_weight_gradients(cache):
+    """The weight gradients' kernels: K is a run-time value (None), the picks are choose_wgrad's."""
+    configs = cugemm8.precompile(2112, None, layout="wgrad", m=[512, 7168], num_sms=132, progress=False)
+    assert configs == list(dict.fromkeys(heuristics.choose_wgrad("normal", m, 2112, 1, 132).config for m in (512, 7168)))
+    grouped = cugemm8.precompile(4096, None, layout="k_grouped_wgrad", m=7168, groups=8, num_sms=132, progress=False)
+    assert grouped == [heuristics.choose_wgrad("k_grouped", 7168, 4096, 8, 132).config]
+    assert all(cfg.wgrad for cfg in configs + grouped)
+    assert len(list(cache.glob("*.cubin"))) == len(configs) + 1
+
+
 @pytest.mark.parametrize("kwargs, error, shown", [
     (dict(n=100), ValueError, "n must be a positive multiple of 8"),
     (dict(k=8), ValueError, "k must be a positive multiple of 16"),
     (dict(n=2112.0), TypeError, "n must be an int"),
     (dict(layout="dense"), ValueError, "layout must be one of"),
     (dict(groups=4), ValueError, "groups must be >= 1 (and 1 for the normal layout)"),
+    (dict(layout="wgrad", groups=4), ValueError, "groups must be >= 1"),
+    (dict(layout="wgrad", out_dtype="float8_e4m3"), ValueError, "the weight gradient's output is float32"),
+    (dict(k=None), TypeError, "k must be an int"),
     (dict(m=(10, 5)), ValueError, "m must be a range"),
     (dict(m=0), ValueError, "m must hold at least one value"),
     (dict(m="1:8"), TypeError, "m must be an int"),

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One call on the lent GPU machine for the weight gradients (issue 21): their GPU tests, the rest of the GPU
+# tier, the wgrad benchmark section with DeepGEMM side by side, and compute-sanitizer over their cases. Each step
+# has its own time limit, so a hang in one still leaves the others' results. Results under $OUT (7 files).
+#   bash scripts/device_wgrad.sh      (DeepGEMM from .peer/deepgemm when present, as scripts/device_run.sh)
+set -u
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1 CUGEMM8_NO_SHRINK=1 PYTHONPATH=$PWD CUGEMM8_CACHE_DIR=${CUGEMM8_CACHE_DIR:-/tmp/cugemm8-cache}
+OUT=${OUT:-/tmp/cugemm8-out}
+mkdir -p "$OUT"
+if [ -d .peer/deepgemm/deep_gemm ]; then
+    export PYTHONPATH=$PYTHONPATH:$PWD/.peer/deepgemm CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} \
+           DG_JIT_CACHE_DIR=${DG_JIT_CACHE_DIR:-/tmp/deepgemm-jit}
+fi
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu,driver_version \
+    --format=csv >"$OUT/nvidia-smi.txt" 2>&1
+echo "=== wgrad tests"
+timeout ${WGRAD_TEST_TIMEOUT:-130} python3 -m pytest -q -p no:cacheprovider tests/gpu/test_wgrad.py 2>&1 \
+    | tee "$OUT/wgrad-tests.log" | tail -25
+echo "=== GPU tier (the rest)"
+timeout ${TEST_TIMEOUT:-130} python3 -m pytest -q -m gpu -p no:cacheprovider tests --ignore=tests/gpu/test_wgrad.py 2>&1 \
+    | tee "$OUT/gpu-tier.log" | tail -6
+echo "=== bench (wgrad)"
+timeout ${BENCH_TIMEOUT:-230} python3 -m benchmarks --only wgrad --out "$OUT" ${BENCH_ARGS:-} 2>&1 \
+    | tee "$OUT/bench.log" | tail -45
+echo "=== sanitize (wgrad cases)"
+mkdir -p /tmp/sanitize
+timeout ${SANITIZE_TIMEOUT:-110} python3 -m benchmarks.sanitize --cases wgrad --budget ${SANITIZE_BUDGET:-100} \
+    --out /tmp/sanitize/sanitize.json 2>&1 | tee /tmp/sanitize/sanitize.log | tail -8
+tar czf "$OUT/sanitize.tgz" -C /tmp/sanitize .
