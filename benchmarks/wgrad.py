@@ -162,7 +162,7 @@ def run_wgrad(env: Env, args) -> dict:
               f", min {fmt(out[name]['summary']['min_deepgemm_over_cugemm8'], '.3f')}")
         if hasattr(args, "checkpoint"):
             args.checkpoint(out)
-    if not args.quick:
+    if not args.quick and not getattr(args, "no_sweep", False):
         sweep = []
         for shape in SWEEP_SHAPES:
             try:

@@ -398,10 +398,12 @@ WGRAD_MIN_STAGES = 3
 
 def wgrad_smem_bytes(block_m: int, block_n: int, stages: int, k_groups: int = 0) -> int:
     """Bytes of the weight-gradient kernel's shared-memory map (cuda_src/gemm/smem.cuh): the FP32 D tile; per
-    stage A, B, A's and B's scales and 2 barriers; the k-grouped layout's words (each group's k-blocks, a
-    count, and (group, first, end) per group, 16-byte rounded)."""
+    stage A, B, A's and B's scales (B's rounded up to 128 bytes, a TMA destination's alignment) and 2 barriers;
+    the k-grouped layout's words (each group's k-blocks, a count, and (group, first, end) per group, 16-byte
+    rounded)."""
     words = -(-((4 * k_groups + 1) * 4) // 16) * 16 if k_groups else 0
-    return block_m * block_n * 4 + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + block_n * 4 + 16) + words
+    sb = -(-(block_n * 4) // 128) * 128
+    return block_m * block_n * 4 + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + sb + 16) + words
 
 
 def make_wgrad_config(layout: str, n: int, num_groups: int, block_m: int, block_n: int) -> KernelConfig:

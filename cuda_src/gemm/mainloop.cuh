@@ -273,7 +273,7 @@ struct MainLoop {
             const float sa0 = sa[row], sa1 = sa[row + 8];
             // Columns i * 8 + 2 * (lane % 4) + {0, 1}: one 8-byte load per fragment (the quad's lanes read
             // 32 consecutive bytes, the other quads the same: one wavefront).
-            const float* sb = sm.sb_rows + st * Cfg::kBlockN + 2 * (lane % 4);
+            const float* sb = sm.sb_rows + st * (SmemLayout<Cfg>::kStageSB / 4) + 2 * (lane % 4);
             float2 sbc[Cfg::kBlockN / 8];
 #pragma unroll
             for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);

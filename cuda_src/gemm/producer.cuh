@@ -59,7 +59,7 @@ struct Producer {
                 else
                     tma_load_2d(sm.b + ring.stage * Smem::kStageB, &tmap_b, bar, int32_t(kb * kBlockK), b_row);
                 if constexpr (Cfg::kRowScalesB)  // M-major as A's: the tile's columns of k-block kb
-                    tma_load_2d(sm.sb_rows + ring.stage * Cfg::kBlockN, &tmap_sb, bar,
+                    tma_load_2d(sm.sb_rows + ring.stage * (Smem::kStageSB / 4), &tmap_sb, bar,
                                 int32_t(t.n_block * Cfg::kBlockN), int32_t(kb));
                 CG8_MARK_KB(kTraceKbIssued, kb);
                 ring.advance();

@@ -27,11 +27,14 @@ struct SmemLayout {
     static constexpr uint32_t kStageA = Cfg::kBlockM * kBlockK;
     static constexpr uint32_t kStageB = Cfg::kBlockN * kBlockK;
     static constexpr uint32_t kStageSA = Cfg::kBlockM * 4;
-    static constexpr uint32_t kStageSB = Cfg::kRowScalesB ? Cfg::kBlockN * 4 : 0;  // a multiple of 16 (BLOCK_N % 16)
+    // B's row scales (kRowScalesB): kBlockN floats land per stage, each stage's at a 128-byte boundary (a TMA
+    // destination's alignment; kStageSA, kBlockM floats, is a multiple of 128 already).
+    static constexpr uint32_t kTxSB = Cfg::kRowScalesB ? Cfg::kBlockN * 4 : 0;
+    static constexpr uint32_t kStageSB = (kTxSB + 127) / 128 * 128;
     // TMA bytes landing per stage with `rows_a` rows of A (TilePolicy::rows_a_landing): A, B, A's scales
     // (rows_a rounded up to 4 floats: TMA's 16-byte box rule) and B's row scales.
     __device__ __forceinline__ static constexpr uint32_t stage_tx_bytes(uint32_t rows_a) {
-        return rows_a * kBlockK + kStageB + (rows_a + 3) / 4 * 16 + kStageSB;
+        return rows_a * kBlockK + kStageB + (rows_a + 3) / 4 * 16 + kTxSB;
     }
     static constexpr uint32_t kScalesB =
         Cfg::kRowScalesB ? 0 : (Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile * 4 + 15) / 16 * 16;
@@ -53,6 +56,8 @@ struct SmemLayout {
 
     static_assert(kOffA % 1024 == 0 && kStageA % 1024 == 0 && kStageB % 1024 == 0,
                   "swizzled stages must stay 1024-byte aligned");
+    static_assert(kOffSA % 128 == 0 && kStageSA % 128 == 0 && kOffSBRows % 128 == 0 && kStageSB % 128 == 0,
+                  "TMA destinations (the scales' stages) must be 128-byte aligned");
 };
 
 // Typed views of the buffers.
