@@ -31,3 +31,8 @@ timeout ${NCU_TIMEOUT:-150} "$NCU" --clock-control none -k regex:wgrad --launch-
     --section WarpStateStats --section SchedulerStats --section LaunchStats \
     python3 -m benchmarks.profile_wgrad $SHAPE > "$OUT/ncu-wgrad.log" 2>&1
 tail -150 "$OUT/ncu-wgrad.log" | grep -v "^    ---" | cut -c1-150
+if [ -n "${TIER_FILES:-}" ]; then
+    echo "=== GPU tier ($TIER_FILES)"
+    timeout ${TEST_TIMEOUT:-60} python3 -m pytest -q -m gpu -p no:cacheprovider $TIER_FILES 2>&1 \
+        | tee "$OUT/gpu-tier.log" | tail -4
+fi
