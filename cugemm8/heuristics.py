@@ -391,9 +391,11 @@ def grid_for(config: KernelConfig, tiles: int, num_sms: int) -> int:
 # D[M, N] += A[M, K] B[N, K]^T with 1x128 scales on both operands, FP32 D added into by TMA reduce-add (the
 # dense form and the k-grouped MoE form). K is a run-time value (the tokens), so one kernel serves every K.
 # Tiles are one 64-row slab per math warpgroup: the sums, one accumulator and B's per-column scales fill the
-# math threads' registers up to BLOCK_N = 160 (the CPU tier's SASS check: no local memory).
+# math threads' registers up to BLOCK_N = 160 (the CPU tier's SASS check: no local memory). The FP32 D tile
+# takes shared memory from the stages; the H200 tile sweep (bench/results/v22) found 128x160 with 3 stages
+# slower than 128x128 and 128x144 with 4 on every shape tried (668-694 against 686-786 TFLOPS): 4 at least.
 WGRAD_BLOCK_NS = tuple(range(16, 161, 16))
-WGRAD_MIN_STAGES = 3
+WGRAD_MIN_STAGES = 4
 
 
 def wgrad_smem_bytes(block_m: int, block_n: int, stages: int, k_groups: int = 0) -> int:
