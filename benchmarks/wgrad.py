@@ -158,8 +158,9 @@ def run_wgrad(env: Env, args) -> dict:
                 env.free()
         _print_rows(f"{name} weight gradient (out += A·Bᵀ, FP32)", rows, label)
         out[name] = {"rows": rows, "summary": _summary(rows)}
-        print(f"  {name}: DeepGEMM time / cugemm8 geomean {fmt(out[name]['summary']['geomean_deepgemm_over_cugemm8'], '.3f')}"
-              f", min {fmt(out[name]['summary']['min_deepgemm_over_cugemm8'], '.3f')}")
+        s = out[name]["summary"]
+        print(f"  {name}: DeepGEMM time / cugemm8 geomean {fmt(s['geomean_deepgemm_over_cugemm8'], '.3f')}, "
+              f"min {fmt(s['min_deepgemm_over_cugemm8'], '.3f')}")
         if hasattr(args, "checkpoint"):
             args.checkpoint(out)
     if not args.quick and not getattr(args, "no_sweep", False):

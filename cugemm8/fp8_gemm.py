@@ -233,25 +233,31 @@ class GemmLauncher:
     def launch(self, a_ptr: int, b_ptr: int, sa_ptr: int, d_ptr: int, sb_ptr: int, layout_ptr: int,
                stream_ptr: int, d_scale_ptr: int = 0) -> None:
         with self._lock:
-            ptrs = self.ptrs
-            for i, p in enumerate((a_ptr, b_ptr, sa_ptr, d_ptr)):
-                if ptrs[i] != p:
-                    err = self._cu_replace(self._map_addrs[i], p)
-                    if err:
-                        runtime.raise_driver_error("cuTensorMapReplaceAddress", err)
-                    ptrs[i] = p
             self._sb.value = sb_ptr
             self._layout.value = layout_ptr
             self._d.value = d_ptr
             self._d_scale.value = d_scale_ptr
-            pdl = runtime.get_pdl()
+            self._swap_and_launch((a_ptr, b_ptr, sa_ptr, d_ptr), stream_ptr)
+
+    def _swap_and_launch(self, map_ptrs: tuple, stream_ptr: int) -> None:
+        """Swap the tensor maps' addresses that changed (in the order of self.maps), then launch; the caller holds
+        the lock and has set the scalar arguments."""
+        ptrs = self.ptrs
+        for i, p in enumerate(map_ptrs):
+            if ptrs[i] != p:
+                err = self._cu_replace(self._map_addrs[i], p)
+                if err:
+                    runtime.raise_driver_error("cuTensorMapReplaceAddress", err)
+                ptrs[i] = p
+        pdl = runtime.get_pdl()
+        err = self._launch(stream_ptr, pdl)
+        if err == runtime.ERROR_INVALID_CONTEXT:  # first launch from a thread where CuPy made no context current
+            runtime.ensure_context(self.kernel.device, force=True)
             err = self._launch(stream_ptr, pdl)
-            if err == runtime.ERROR_INVALID_CONTEXT:  # first launch from a thread where CuPy made no context current
-                runtime.ensure_context(self.kernel.device, force=True)
-                err = self._launch(stream_ptr, pdl)
         if err:
             what = "cuLaunchKernelEx" if pdl else "cuLaunchKernel"
-            runtime.raise_driver_error(f"{what}({KERNEL_NAME}, {cfg_str(self.kernel.config)})", err)
+            cfg = self.kernel.config
+            runtime.raise_driver_error(f"{what}({kernel_name(cfg)}, {cfg_str(cfg)})", err)
 
     def _launch(self, stream_ptr: int, pdl: bool) -> int:
         if pdl:  # programmatic dependent launch (runtime.set_pdl): the attribute needs cuLaunchKernelEx
@@ -349,22 +355,8 @@ class WgradLauncher(GemmLauncher):
     def launch(self, a_ptr: int, b_ptr: int, sa_ptr: int, sb_ptr: int, d_ptr: int, k_sizes_ptr: int,
                stream_ptr: int) -> None:
         with self._lock:
-            ptrs = self.ptrs
-            for i, p in enumerate((a_ptr, b_ptr, sa_ptr, sb_ptr, d_ptr)):
-                if ptrs[i] != p:
-                    err = self._cu_replace(self._map_addrs[i], p)
-                    if err:
-                        runtime.raise_driver_error("cuTensorMapReplaceAddress", err)
-                    ptrs[i] = p
             self._layout.value = k_sizes_ptr
-            pdl = runtime.get_pdl()
-            err = self._launch(stream_ptr, pdl)
-            if err == runtime.ERROR_INVALID_CONTEXT:
-                runtime.ensure_context(self.kernel.device, force=True)
-                err = self._launch(stream_ptr, pdl)
-        if err:
-            what = "cuLaunchKernelEx" if pdl else "cuLaunchKernel"
-            runtime.raise_driver_error(f"{what}({WGRAD_KERNEL_NAME}, {cfg_str(self.kernel.config)})", err)
+            self._swap_and_launch((a_ptr, b_ptr, sa_ptr, sb_ptr, d_ptr), stream_ptr)
 
 
 def get_wgrad_launcher(cfg: KernelConfig, device: int, grid: int, m: int, k: int, groups: int, a_ld: int, b_ld: int,

@@ -33,7 +33,8 @@ def plan(layout: str, m: int, n: int, k: int | None, groups: int, num_sms: int, 
     return heuristics.choose(layout, m, n, k, groups, num_sms, fmt)
 
 
-def precompile(n: int, k: int | None, *, layout: str = "normal", m=(1, 16384), groups: int = 1, num_sms: int | None = None,
+def precompile(n: int, k: int | None, *, layout: str = "normal", m=(1, 16384), groups: int = 1,
+               num_sms: int | None = None,
                out_dtype: str = "bfloat16", scale_format: str = "float32", jobs: int = 1,
                progress: bool | None = None) -> list[heuristics.KernelConfig]:
     """Compile every configuration ``heuristics.choose`` picks for ``layout`` with this N and K and each M in

@@ -100,8 +100,11 @@ def dequantize_per_block(q, scale) -> np.ndarray:
 def reference_matmul(a_q, a_scale, b_q, b_scale) -> np.ndarray:
     """D[M, N] = (A * a_scale) @ (B * b_scale)^T in float64. a_q [M, K], a_scale [M, ceil(K/128)]
     (logical shape, any strides), b_q [N, K], b_scale [ceil(N/128), ceil(K/128)]."""
-    a = dequantize_per_token(a_q, a_scale)
-    b = dequantize_per_block(b_q, b_scale)
+    return _product(dequantize_per_token(a_q, a_scale), dequantize_per_block(b_q, b_scale))
+
+
+def _product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a [M, K] @ b [N, K]^T of two dequantized operands."""
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
         raise ValueError(f"expected a [M, K] and b [N, K]; got {a.shape} and {b.shape}")
     return a @ b.T
@@ -136,11 +139,7 @@ def reference_grouped_masked(a_q, a_scale, b_q, b_scale, masked_m) -> np.ndarray
 def reference_wgrad(a_q, a_scale, b_q, b_scale) -> np.ndarray:
     """The weight gradient's product A·Bᵀ in float64, both operands with 1x128 scales: a_q [M, K], a_scale
     [M, ceil(K/128)], b_q [N, K], b_scale [N, ceil(K/128)]. Returns float64 [M, N] (what is added into out)."""
-    a = dequantize_per_token(a_q, a_scale)
-    b = dequantize_per_token(b_q, b_scale)
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
-        raise ValueError(f"expected a [M, K] and b [N, K]; got {a.shape} and {b.shape}")
-    return a @ b.T
+    return _product(dequantize_per_token(a_q, a_scale), dequantize_per_token(b_q, b_scale))
 
 
 def reference_k_grouped_wgrad(a_q, a_scale, b_q, b_scale, k_sizes) -> np.ndarray:

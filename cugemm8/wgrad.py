@@ -65,8 +65,8 @@ def _run(prep: _Prepared, a, a_scale, b, b_scale, k_sizes, out, c, stream_ptr: i
     if prep.separate_c:  # the key holds shapes and strides, not addresses: check this call's c against out
         check_addend(describe(out, "out"), describe(c, "c"))
     if prep.separate_c or any(prep.convert):
-        _refuse_capture(stream_ptr, "copy c into out or convert row-major scales"
-                        if prep.separate_c else "convert a row-major a_scale or b_scale into a new array")
+        if any(prep.convert):  # a new array: not inside a CUDA-graph capture (the copy of c allocates nothing)
+            _refuse_capture(stream_ptr, "convert a row-major a_scale or b_scale into a new array")
         with cupy.cuda.Stream.from_external(StreamRef(stream_ptr)):
             if prep.separate_c:
                 cupy.copyto(out, c)
@@ -94,17 +94,7 @@ def wgrad_matmul(a: Array, a_scale: Array, b: Array, b_scale: Array, out: Array,
     (the same as None) or an array not overlapping it, which costs one copy into out. Partial sums are promoted
     to FP32 every 128 of K and added into out once, by the memory system (subnormal sums may flush to zero).
     Returns out."""
-    arrays = as_device_arrays(_WGRAD_NAMES, (a, a_scale, b, b_scale, out, c), stream)
-    stream_ptr = stream_handle(stream)
-    device = runtime.current_device()
-    key = _key("wgrad", device, arrays, _same_c(arrays[4], arrays[5]))
-    prep = _prepared.get(key)
-    if prep is None:
-        infos = [None if x is None else describe(x, name) for name, x in zip(_WGRAD_NAMES, arrays)]
-        m, n, k, a_kind, b_kind, separate = check_wgrad(*infos, device)
-        prep = _prepare(key, "normal", device, m, n, k, 1, (a_kind, b_kind), separate, infos)
-    _run(prep, *arrays[:4], None, arrays[4], arrays[5], stream_ptr)
-    return out
+    return _call("normal", _WGRAD_NAMES, (a, a_scale, b, b_scale, out, c), stream)
 
 
 _K_GROUPED_NAMES = ("a", "a_scale", "b", "b_scale", "k_sizes", "out", "c")
@@ -122,17 +112,27 @@ def k_grouped_wgrad_matmul(a: Array, a_scale: Array, b: Array, b_scale: Array, k
     and together at most A's columns: the kernel reads whole 128-column blocks and clamps the sizes to A's
     columns, so other values give wrong sums but never read outside the arrays. A group with K = 0 costs
     nothing and its out[g] is not touched. out, c: float32 [G, M, N], the groups one after another. Returns out."""
-    arrays = as_device_arrays(_K_GROUPED_NAMES, (a, a_scale, b, b_scale, k_sizes, out, c), stream)
+    return _call("k_grouped", _K_GROUPED_NAMES, (a, a_scale, b, b_scale, k_sizes, out, c), stream)
+
+
+def _call(layout: str, names: tuple, given: tuple, stream: Stream) -> Array:
+    """Both entry points: take the arrays, check a first-seen call and prepare its launch, then run. `given` is
+    (a, a_scale, b, b_scale, [k_sizes,] out, c) in the order of `names`."""
+    arrays = as_device_arrays(names, given, stream)
+    out, c = arrays[-2], arrays[-1]
     stream_ptr = stream_handle(stream)
     device = runtime.current_device()
-    key = _key("k_grouped_wgrad", device, arrays, _same_c(arrays[5], arrays[6]))
+    key = _key(layout + "_wgrad", device, arrays, _same_c(out, c))
     prep = _prepared.get(key)
     if prep is None:
-        infos = [None if x is None else describe(x, name) for name, x in zip(_K_GROUPED_NAMES, arrays)]
-        m, n, k, groups, a_kind, b_kind, separate = check_k_grouped_wgrad(*infos, device)
-        prep = _prepare(key, "k_grouped", device, m, n, k, groups, (a_kind, b_kind), separate, infos)
-    _run(prep, *arrays[:4], arrays[4], arrays[5], arrays[6], stream_ptr)
-    return out
+        infos = [None if x is None else describe(x, name) for name, x in zip(names, arrays)]
+        if layout == "k_grouped":
+            m, n, k, groups, a_kind, b_kind, separate = check_k_grouped_wgrad(*infos, device)
+        else:
+            (m, n, k, a_kind, b_kind, separate), groups = check_wgrad(*infos, device), 1
+        prep = _prepare(key, layout, device, m, n, k, groups, (a_kind, b_kind), separate, infos)
+    _run(prep, *arrays[:4], arrays[4] if layout == "k_grouped" else None, out, c, stream_ptr)
+    return given[-2]
 
 
 def get_k_alignment_for_k_grouped_layout() -> int:

@@ -174,8 +174,8 @@ struct Epilogue {
         fence_proxy_async_smem();
         named_barrier_sync(1, Cfg::kMathThreads);
         if (store_thread) {
-            tma_reduce_add_3d(&tmap_d, tile + tid * (Cfg::kBlockM * Cfg::kAtomBytes), int32_t(n0 + tid * Cfg::kAtomCols),
-                              int32_t(row0), int32_t(group));
+            tma_reduce_add_3d(&tmap_d, tile + tid * (Cfg::kBlockM * Cfg::kAtomBytes),
+                              int32_t(n0 + tid * Cfg::kAtomCols), int32_t(row0), int32_t(group));
             bulk_commit_group();
         }
     }

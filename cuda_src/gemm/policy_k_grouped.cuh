@@ -10,23 +10,16 @@
 namespace cg8 {
 
 template <class Cfg>
-struct KGroupedTiles {
+struct KGroupedTiles : WholeTiles<Cfg> {
     static_assert(Cfg::kRuntimeK && Cfg::kRecordSlots == 0 && Cfg::kSplits == 1,
                   "the k-grouped layout has K at run time, no record ring and no split");
     using Tile = cg8::Tile<Cfg>;
     static constexpr uint32_t kGroups = Cfg::kNumGroups;
-    static constexpr bool kFetchEarly = false;
-    static constexpr bool kPinnedBase = false;
     static constexpr StageWalk kStageWalk = StageWalk::kRolled;
-    static constexpr bool kIdleSlabs = false;
-    static constexpr bool kZeroRows = false;
-    static constexpr bool kStoresByThreads = false;
-    static constexpr bool kScalesPerGroup = false;
     // Words: each group's k-blocks; the number of groups with k-blocks; then for each of those, in order,
     // (group, first k-block, end k-block).
     static constexpr uint32_t kFirstEntry = kGroups + 1;
     static constexpr uint32_t kSmemWordBytes = ((kGroups + 1 + 3 * kGroups) * 4 + 15) / 16 * 16;
-    static constexpr uint32_t kRingBarriers = 0;
 
     uint32_t m;               // rows of A and of each group's D
     const int32_t* entries;   // shared memory: (group, kb0, kb1) per group with k-blocks
@@ -44,7 +37,6 @@ struct KGroupedTiles {
     }
 
     __device__ __forceinline__ static uint32_t rows_a_landing(uint32_t) { return Cfg::kBlockM; }  // whole tiles
-    __device__ __forceinline__ static void init_barriers(uint64_t*) {}
 
     // Every thread, before the set-up barrier: each group's k-blocks (a negative K counts as 0, and none counts
     // more than the ceil(k / 128) k-blocks of A, which keeps the running sums below from overflowing).
@@ -98,22 +90,10 @@ struct KGroupedTiles {
         tile_idx += gridDim.x;
         return true;
     }
-    __device__ __forceinline__ bool tail(Tile&) const { return false; }
-    template <bool kMath>
-    __device__ __forceinline__ void decode(Tile&) {}
-    __device__ __forceinline__ void run_record_warp(uint32_t, uint32_t) const {}
 
-    // A and B are shared by the groups (a group is a run of their columns: the tile's k-blocks), so their rows
-    // are the tile's; t.group selects D's matrix (the epilogue's third coordinate).
-    __device__ __forceinline__ uint32_t a_row(const Tile& t) const { return t.m_block * Cfg::kBlockM; }
-    __device__ __forceinline__ uint32_t sa_row(const Tile&) const { return 0u; }
+    // A and B are shared by the groups (a group is a run of their columns: the tile's k-blocks), so B's rows
+    // are the tile's whatever its group; t.group selects D's matrix (the epilogue's third coordinate).
     __device__ __forceinline__ int32_t pass_group(const Tile&, uint32_t) const { return 0; }
-    __device__ __forceinline__ uint32_t active_slabs(const Tile&, uint32_t, uint32_t) const {
-        return (1u << Cfg::kSlabsPerWG) - 1;
-    }
-    __device__ __forceinline__ bool slab_idle(const Tile&, uint32_t) const { return false; }
-    __device__ __forceinline__ uint32_t zero_rows(const Tile&) const { return 0u; }
-    __device__ __forceinline__ bool store_by_threads(const Tile&) const { return false; }
 };
 
 }  // namespace cg8

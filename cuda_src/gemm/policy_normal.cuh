@@ -7,20 +7,14 @@
 namespace cg8 {
 
 template <class Cfg>
-struct NormalTiles {
+struct NormalTiles : WholeTiles<Cfg> {
     static_assert(Cfg::kRecordSlots == 0, "only the contiguous layout has a record ring");
     static_assert(!Cfg::kTailSplit, "only the masked layout splits its last wave");
     using Tile = cg8::Tile<Cfg>;
-    static constexpr bool kFetchEarly = false;  // next() is arithmetic only (fetched early, it took the
-                                                // main loop's descriptors off the uniform datapath: NOTES.md v8)
-    static constexpr bool kPinnedBase = false;
+    // (next() is arithmetic only: fetched early, it took the main loop's descriptors off the uniform datapath,
+    // NOTES.md v8.)
     static constexpr StageWalk kStageWalk = StageWalk::kStageAligned;  // NOTES.md v11, v15
-    static constexpr bool kIdleSlabs = false;
-    static constexpr bool kZeroRows = false;        // zero_rows() may be non-zero
-    static constexpr bool kStoresByThreads = false;  // store_by_threads() may be true
-    static constexpr bool kScalesPerGroup = false;  // e4m3 output: one block of out_scale
     static constexpr uint32_t kSmemWordBytes = 0;
-    static constexpr uint32_t kRingBarriers = 0;
 
     uint32_t m;             // rows of A
     uint32_t num_m_blocks;
@@ -34,7 +28,6 @@ struct NormalTiles {
         tile_idx = blockIdx.x / Cfg::kSplitK;  // the cluster's first tile (a cluster's CTAs are consecutive in x)
     }
 
-    __device__ __forceinline__ static void init_barriers(uint64_t*) {}
     __device__ __forceinline__ static void load_layout(const int32_t*, int32_t*, uint32_t, uint32_t) {}
     __device__ __forceinline__ static void finish_layout(int32_t*, uint32_t) {}
 
@@ -49,10 +42,6 @@ struct NormalTiles {
         tile_idx += gridDim.x / Cfg::kSplitK;
         return true;
     }
-    __device__ __forceinline__ bool tail(Tile&) const { return false; }
-    template <bool kMath>
-    __device__ __forceinline__ void decode(Tile&) {}
-    __device__ __forceinline__ void run_record_warp(uint32_t, uint32_t) const {}
 
     // Rows of A (and of its scales) that land in a stage: at most M, so a GEMM of fewer rows than a tile
     // loads no rows past the tensor (out-of-bounds rows cost the loads up to 25% at K = 7168: NOTES.md v18).
@@ -63,16 +52,7 @@ struct NormalTiles {
         return Cfg::kMulticast == 1 && Cfg::kBlockM <= 128 ? min(m, Cfg::kBlockM) : Cfg::kBlockM;
     }
 
-    // Row of A and D where the tile starts; row of A's scale grid (M-major: its k-block) for k-block 0.
-    __device__ __forceinline__ uint32_t a_row(const Tile& t) const { return t.m_block * Cfg::kBlockM; }
-    __device__ __forceinline__ uint32_t sa_row(const Tile&) const { return 0u; }
     __device__ __forceinline__ int32_t pass_group(const Tile& t, uint32_t) const { return t.group; }
-    __device__ __forceinline__ uint32_t active_slabs(const Tile&, uint32_t, uint32_t) const {
-        return (1u << Cfg::kSlabsPerWG) - 1;
-    }
-    __device__ __forceinline__ bool slab_idle(const Tile&, uint32_t) const { return false; }
-    __device__ __forceinline__ uint32_t zero_rows(const Tile&) const { return 0u; }
-    __device__ __forceinline__ bool store_by_threads(const Tile&) const { return false; }
 };
 
 }  // namespace cg8

@@ -44,6 +44,37 @@ struct Tile {
     __device__ __forceinline__ bool whole() const { return passes == 1u && valid == (1u << kSlabs) - 1; }
 };
 
+// The answers a tile policy gives when its tiles are whole (one pass in which every slab computes, no rows
+// to zero), stored by TMA and walked without fetching ahead: the normal and k-grouped layouts' policies
+// start from these (scheduler.cuh lists the interface).
+template <class Cfg>
+struct WholeTiles {
+    using Tile = cg8::Tile<Cfg>;
+    static constexpr bool kFetchEarly = false;
+    static constexpr bool kPinnedBase = false;
+    static constexpr bool kIdleSlabs = false;
+    static constexpr bool kZeroRows = false;        // zero_rows() may be non-zero
+    static constexpr bool kStoresByThreads = false;  // store_by_threads() may be true
+    static constexpr bool kScalesPerGroup = false;  // e4m3 output: one block of out_scale
+    static constexpr uint32_t kRingBarriers = 0;
+
+    __device__ __forceinline__ static void init_barriers(uint64_t*) {}
+    __device__ __forceinline__ bool tail(Tile&) const { return false; }
+    template <bool kMath>
+    __device__ __forceinline__ void decode(Tile&) {}
+    __device__ __forceinline__ void run_record_warp(uint32_t, uint32_t) const {}
+
+    // Row of A and D where the tile starts; row of A's scale grid (M-major: its k-block) for k-block 0.
+    __device__ __forceinline__ uint32_t a_row(const Tile& t) const { return t.m_block * Cfg::kBlockM; }
+    __device__ __forceinline__ uint32_t sa_row(const Tile&) const { return 0u; }
+    __device__ __forceinline__ uint32_t active_slabs(const Tile&, uint32_t, uint32_t) const {
+        return (1u << Cfg::kSlabsPerWG) - 1;
+    }
+    __device__ __forceinline__ bool slab_idle(const Tile&, uint32_t) const { return false; }
+    __device__ __forceinline__ uint32_t zero_rows(const Tile&) const { return 0u; }
+    __device__ __forceinline__ bool store_by_threads(const Tile&) const { return false; }
+};
+
 // Rasterize `local` over (m_blocks x kNumNBlocks): bands of kRasterGroup n-blocks, m-blocks within a
 // band, so a wave of CTAs shares both A and B tiles in L2.
 template <class Cfg>
