@@ -71,10 +71,15 @@ def test_wgrad_benchmark_shapes(m, n):
     check_product(out, a, sa, b, sb)
 
 
+def operands_and_product(m, n, k, seed):
+    """(a, a_scale, b, b_scale, P): quantized operands and what one call adds (P, computed into zeros)."""
+    _, _, a, sa, b, sb = make_wgrad(m, n, k, seed)
+    return a, sa, b, sb, cugemm8.wgrad_matmul(a, sa, b, sb, cupy.zeros((m, n), cupy.float32))
+
+
 def test_wgrad_accumulates_exactly_once():
     m, n, k = 520, 1000, 1040
-    _, _, a, sa, b, sb = make_wgrad(m, n, k, seed=5)
-    p = cugemm8.wgrad_matmul(a, sa, b, sb, cupy.zeros((m, n), cupy.float32))
+    a, sa, b, sb, p = operands_and_product(m, n, k, seed=5)
     out0 = cupy.random.default_rng(6).standard_normal((m, n), dtype=cupy.float32)
     out = out0.copy()
     cugemm8.wgrad_matmul(a, sa, b, sb, out)
@@ -85,8 +90,7 @@ def test_wgrad_accumulates_exactly_once():
 
 def test_wgrad_c_separate_and_overlap():
     m, n, k = 300, 264, 640
-    _, _, a, sa, b, sb = make_wgrad(m, n, k, seed=8)
-    p = cugemm8.wgrad_matmul(a, sa, b, sb, cupy.zeros((m, n), cupy.float32))
+    a, sa, b, sb, p = operands_and_product(m, n, k, seed=8)
     c = cupy.random.default_rng(9).standard_normal((m, n), dtype=cupy.float32)
     c_before = c.copy()
     out = cupy.full((m, n), np.nan, cupy.float32)
