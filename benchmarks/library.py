@@ -34,6 +34,10 @@ class Library:
         return self._mod("heuristics")
 
     @property
+    def wgrad_heuristics(self):
+        return self._mod("heuristics_wgrad")
+
+    @property
     def KernelConfig(self):  # noqa: N802 - a class
         return self.heuristics.KernelConfig
 

@@ -13,7 +13,7 @@ import sys
 import cupy
 
 import cugemm8
-from cugemm8 import fp8_gemm, heuristics
+from cugemm8 import fp8_gemm, heuristics_wgrad
 
 
 def main(argv=None) -> int:
@@ -26,9 +26,9 @@ def main(argv=None) -> int:
     b, sb = cugemm8.per_token_cast_to_fp8(rng.standard_normal((n, k), dtype=cupy.float32))
     sa, sb = cugemm8.get_col_major_tma_aligned_tensor(sa), cugemm8.get_col_major_tma_aligned_tensor(sb)
     out = cupy.zeros((m, n), cupy.float32)
-    cfg = heuristics.choose_wgrad("normal", m, n, 1, cugemm8.get_num_sms()).config
+    cfg = heuristics_wgrad.choose("normal", m, n, 1, cugemm8.get_num_sms()).config
     if len(args.shape) > 3:
-        cfg = heuristics.make_wgrad_config("normal", n, 1, *args.shape[3:5])
+        cfg = heuristics_wgrad.make_config("normal", n, 1, *args.shape[3:5])
     ours = fp8_gemm.bind_wgrad(cfg, a, sa, b, sb, out)
     print(cfg, "grid", ours.launcher.grid, flush=True)
     theirs = None

@@ -144,17 +144,17 @@ EDGE_CASES = [
     {"name": "edge k-grouped wgrad all groups empty", "layout": "k_grouped_wgrad", "m": 64, "n": 64, "k": 256,
      "k_sizes": [0, 0]},
 ]
-WGRAD_LAYOUTS = {"wgrad": "normal", "k_grouped_wgrad": "k_grouped"}   # case layout -> the heuristic's
+WGRAD_LAYOUTS = ("wgrad", "k_grouped_wgrad")   # cases of the weight gradients (heuristics_wgrad.ENTRY_LAYOUTS)
 
 
 def wgrad_plan(case: dict, num_sms: int):
     """The weight-gradient configuration of a case: forced, or what the API would choose."""
-    h = library.current().heuristics
-    layout = WGRAD_LAYOUTS[case["layout"]]
+    h = library.current().wgrad_heuristics
+    layout = h.ENTRY_LAYOUTS[case["layout"]]
     groups = len(case.get("k_sizes", [0]))
     if "force" in case:
-        return h.make_wgrad_config(layout, case["n"], groups, *case["force"])
-    return h.choose_wgrad(layout, case["m"], case["n"], groups, num_sms).config
+        return h.make_config(layout, case["n"], groups, *case["force"])
+    return h.choose(layout, case["m"], case["n"], groups, num_sms).config
 
 
 def plan_inputs(case: dict) -> tuple:

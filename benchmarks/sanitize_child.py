@@ -55,7 +55,7 @@ def run_case(case: dict, tiny: bool) -> str:
 
     lib = library.current()
     rng = np.random.default_rng(zlib.crc32(case["name"].encode()))
-    if case["layout"] in ("wgrad", "k_grouped_wgrad"):
+    if case["layout"] in lib.wgrad_heuristics.ENTRY_LAYOUTS:
         return _run_wgrad(case, cugemm8, lib, rng)
     n, k = case["n"], case["k"]
     kb, nb = -(-k // 128), -(-n // 128)

@@ -59,7 +59,7 @@ def _row(entries: dict, row: dict) -> dict:
 
 def bench_wgrad(env: Env, m: int, n: int, k: int, reps: int) -> dict:
     cp, cg = env.cp, env.cg
-    plan = env.lib.heuristics.choose_wgrad("normal", m, n, 1, env.num_sms)
+    plan = env.lib.wgrad_heuristics.choose("normal", m, n, 1, env.num_sms)
     row = {"label": f"{m}x{n}x{k}", "m": m, "n": n, "k": k, "config": str(plan.config), "grid": plan.grid}
     x, w, a, sa, b, sb = _operands(env, m, n, k)
     ref = x.astype(cp.float64) @ w.astype(cp.float64).T
@@ -80,7 +80,7 @@ def bench_k_grouped(env: Env, groups: int, base: int, m: int, n: int, reps: int)
     cp, cg = env.cp, env.cg
     sizes = k_sizes_for(groups, base, seed=groups * base + m)
     k = sum(sizes)
-    plan = env.lib.heuristics.choose_wgrad("k_grouped", m, n, groups, env.num_sms)
+    plan = env.lib.wgrad_heuristics.choose("k_grouped", m, n, groups, env.num_sms)
     row = {"label": f"G{groups} K~{base} {m}x{n}", "groups": groups, "base_k": base, "k_sizes": sizes, "m": m, "n": n,
            "config": str(plan.config), "grid": plan.grid}
     x, w, a, sa, b, sb = _operands(env, m, n, k)
@@ -104,11 +104,11 @@ def bench_k_grouped(env: Env, groups: int, base: int, m: int, n: int, reps: int)
 
 def bench_sweep(env: Env, m: int, n: int, k: int, reps: int) -> dict:
     """Explicit tiles of the weight gradient on one shape (the heuristic's data), interleaved."""
-    cp, fp8_gemm, h = env.cp, env.lib._mod("fp8_gemm"), env.lib.heuristics
+    cp, fp8_gemm, h = env.cp, env.lib._mod("fp8_gemm"), env.lib.wgrad_heuristics
     _, _, a, sa, b, sb = _operands(env, m, n, k)
     timed = {}
     for bm, bn in SWEEP_TILES:
-        cfg = h.make_wgrad_config("normal", n, 1, bm, bn)
+        cfg = h.make_config("normal", n, 1, bm, bn)
         out = cp.zeros((m, n), cp.float32)
         timed[f"{bm}x{bn}s{cfg.stages}"] = fp8_gemm.bind_wgrad(cfg, a, sa, b, sb, out)
     row = {"m": m, "n": n, "k": k, "tiles": {}}

@@ -8,6 +8,8 @@ import json
 import os
 import sys
 
+from .heuristics_wgrad import ENTRY_LAYOUTS as WGRAD_LAYOUTS
+
 DEFAULT_SMS = 132  # an H100/H200 SXM, used by `sass` and `precompile` when no GPU is present
 
 
@@ -69,7 +71,6 @@ def _cache_summary(cache) -> dict:
 
 def cmd_sass(args) -> int:
     from . import ffma, fp8_gemm, sass
-    from .precompile import WGRAD_LAYOUTS
     from .precompile import plan as plan_for
     from .validation import check_out_format
 
@@ -105,7 +106,7 @@ def _check_sizes(args) -> None:
         raise ValueError(f"--m must be >= 1; got {args.m}")
     if args.n < 8 or args.n % 8:
         raise ValueError(f"--n must be a positive multiple of 8; got {args.n}")
-    if args.k is None and args.layout not in ("wgrad", "k_grouped_wgrad"):
+    if args.k is None and args.layout not in WGRAD_LAYOUTS:
         raise ValueError(f"--k is required for the {args.layout} layout (only the weight gradients take K at run time)")
     if args.k is not None and (args.k < 16 or args.k % 16):
         raise ValueError(f"--k must be a positive multiple of 16; got {args.k}")
@@ -189,7 +190,7 @@ def _shape_args(p, m_type, m_help: str, m_default=None) -> None:
     p.add_argument("--n", type=int, required=True)
     p.add_argument("--k", type=int, default=None, help="K (the weight gradients take it at run time: optional there)")
     p.add_argument("--sms", type=int, default=None, help=f"SM count (default: the GPU's, else {DEFAULT_SMS})")
-    p.add_argument("--layout", choices=("normal", "contiguous", "masked", "wgrad", "k_grouped_wgrad"), default="normal",
+    p.add_argument("--layout", choices=("normal", "contiguous", "masked", *WGRAD_LAYOUTS), default="normal",
                    help="the forward GEMMs' layouts, or the weight gradients (wgrad_matmul, k_grouped_wgrad_matmul)")
     p.add_argument("--groups", type=int, default=1)
     p.add_argument("--out-dtype", choices=("bfloat16", "float8_e4m3"), default="bfloat16")

@@ -28,8 +28,13 @@ WGRAD_KERNEL_NAME = "cugemm8_fp8_wgrad"
 
 
 def kernel_name(cfg: KernelConfig) -> str:
-    """The entry point of `cfg`'s kernel: the weight gradient's (fp8_wgrad.cu) or the forward GEMMs' (fp8_gemm.cu)."""
+    """The entry point of `cfg`'s kernel: the weight gradient's or the forward GEMMs'."""
     return WGRAD_KERNEL_NAME if cfg.wgrad else KERNEL_NAME
+
+
+def entry_source(cfg: KernelConfig) -> str:
+    """The file under cuda_src/ that defines kernel_name(cfg)."""
+    return "fp8_wgrad.cu" if cfg.wgrad else "fp8_gemm.cu"
 
 
 _LAYOUTS = {"normal": "Layout::kNormal", "contiguous": "Layout::kContiguous", "masked": "Layout::kMasked",
@@ -57,7 +62,7 @@ def render(cfg: KernelConfig) -> str:
     lines = ['#include "gemm/config.cuh"', f"namespace cg8 {{ using Config = {config_type(cfg)}; }}"]
     if cfg.cluster_dims > 1:
         lines.append(f"#define CG8_CLUSTER_DIMS __cluster_dims__({cfg.cluster_dims}, 1, 1)")
-    lines += [f'#include "{kernel_name(cfg)[len("cugemm8_"):]}.cu"',
+    lines += [f'#include "{entry_source(cfg)}"',
               f'static_assert(cg8::kBlockK == {BLOCK_K}, "BLOCK_K differs from cugemm8.heuristics");',
               f'static_assert(cg8::kSlabRows == {CONTIGUOUS_M_ALIGNMENT}, '
               '"the contiguous alignment is the slab height");',
@@ -190,17 +195,18 @@ class GemmLauncher:
 
     def __init__(self, kern: LoadedKernel, grid: int, rows: int, a_ld: int, b_ld: int, sa_ld: int, d_ld: int,
                  ptrs: tuple[int, int, int, int]):
+        self._bind(kern, grid, tensor_maps(kern.config, rows, a_ld, b_ld, sa_ld, d_ld, ptrs), ptrs)
+        self._pack_arguments(ptrs[3], d_ld, rows)
+
+    def _bind(self, kern: LoadedKernel, grid: int, maps: tuple, ptrs: tuple) -> None:
+        """The kernel, its grid (capped for clusters), its tensor maps and their current addresses, and what a
+        launch needs; the arguments are packed by the caller."""
         cfg = kern.config
         self.kernel = kern
         self.grid = grid if kern.max_grid is None else min(grid, kern.max_grid)
-        self.maps = tensor_maps(cfg, rows, a_ld, b_ld, sa_ld, d_ld, ptrs)
+        self.maps = maps
         self.ptrs = list(ptrs)
         self._map_addrs = [int(m.getPtr()) for m in self.maps]
-        self._pack_arguments(ptrs[3], d_ld, rows)
-        self._setup_launch(kern)
-
-    def _setup_launch(self, kern: LoadedKernel) -> None:
-        cfg = kern.config
         self._function = int(kern.function)
         self._threads = cfg.threads
         self._smem = cfg.smem_bytes
@@ -340,17 +346,12 @@ class WgradLauncher(GemmLauncher):
 
     def __init__(self, kern: LoadedKernel, grid: int, m: int, k: int, groups: int, a_ld: int, b_ld: int, d_ld: int,
                  d_gld: int, ptrs: tuple):
-        self.kernel = kern
-        self.grid = grid if kern.max_grid is None else min(grid, kern.max_grid)
-        self.maps = wgrad_tensor_maps(kern.config, m, k, groups, a_ld, b_ld, d_ld, d_gld, ptrs)
-        self.ptrs = list(ptrs)
-        self._map_addrs = [int(t.getPtr()) for t in self.maps]
+        self._bind(kern, grid, wgrad_tensor_maps(kern.config, m, k, groups, a_ld, b_ld, d_ld, d_gld, ptrs), ptrs)
         self._layout = ctypes.c_uint64(0)
         self._m, self._k = ctypes.c_uint32(m), ctypes.c_uint32(k)
         self._argv = (ctypes.c_void_p * 8)(*self._map_addrs, ctypes.addressof(self._layout),
                                            ctypes.addressof(self._m), ctypes.addressof(self._k))
         self._argv_addr = ctypes.addressof(self._argv)
-        self._setup_launch(kern)
 
     def launch(self, a_ptr: int, b_ptr: int, sa_ptr: int, sb_ptr: int, d_ptr: int, k_sizes_ptr: int,
                stream_ptr: int) -> None:

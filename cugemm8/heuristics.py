@@ -14,7 +14,6 @@ RECORD_SLOTS = 4                 # contiguous: tile records the record warp may 
 FULL_WAVE = 0.8                  # a last wave this full counts as full (tile efficiency matters more)
 RASTER_GROUP = 8                 # n-blocks per rasterization band (8 beat 16: NOTES.md v5)
 LAYOUTS = ("normal", "contiguous", "masked")
-WGRAD_LAYOUTS = ("normal", "k_grouped")   # the weight gradient: one GEMM, or K grouped (MoE)
 # What D holds (cuda_src/gemm/config.cuh, OutFormat, in this order): bf16, or e4m3 with one float32 scale per
 # row and 128 columns, the scale amax / 448 or that rounded up to a power of two (UE8M0); "float32" is the
 # weight gradient's (FP32 added into D, with 1x128 scales on B and K at run time: KernelConfig.wgrad).
@@ -387,17 +386,7 @@ def grid_for(config: KernelConfig, tiles: int, num_sms: int) -> int:
     return min(ceil_div(ceil_div(ctas, waves), dims) * dims, num_sms - num_sms % dims)
 
 
-# ----------------------------------------------------------------------------- the weight gradient
-# D[M, N] += A[M, K] B[N, K]^T with 1x128 scales on both operands, FP32 D added into by TMA reduce-add (the
-# dense form and the k-grouped MoE form). K is a run-time value (the tokens), so one kernel serves every K.
-# Tiles are one 64-row slab per math warpgroup: the sums, one accumulator and B's per-column scales fill the
-# math threads' registers up to BLOCK_N = 160 (the CPU tier's SASS check: no local memory). The FP32 D tile
-# takes shared memory from the stages; the H200 tile sweep (bench/results/v22) found 128x160 with 3 stages
-# slower than 128x128 and 128x144 with 4 on every shape tried (668-694 against 686-786 TFLOPS): 4 at least.
-WGRAD_BLOCK_NS = tuple(range(16, 161, 16))
-WGRAD_MIN_STAGES = 4
-
-
+# The weight gradient's shared-memory map (KernelConfig.wgrad); its configuration choice is heuristics_wgrad.py's.
 def wgrad_smem_bytes(block_m: int, block_n: int, stages: int, k_groups: int = 0) -> int:
     """Bytes of the weight-gradient kernel's shared-memory map (cuda_src/gemm/smem.cuh): the FP32 D tile; per
     stage A, B, A's and B's scales (B's rounded up to 128 bytes, a TMA destination's alignment) and 2 barriers;
@@ -406,42 +395,3 @@ def wgrad_smem_bytes(block_m: int, block_n: int, stages: int, k_groups: int = 0)
     words = -(-((4 * k_groups + 1) * 4) // 16) * 16 if k_groups else 0
     sb = -(-(block_n * 4) // 128) * 128
     return block_m * block_n * 4 + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + sb + 16) + words
-
-
-def make_wgrad_config(layout: str, n: int, num_groups: int, block_m: int, block_n: int) -> KernelConfig:
-    """The weight-gradient configuration of one tile shape: the most stages that fit, one math warpgroup per
-    64 rows, the widest FP32 output swizzle."""
-    k_groups = num_groups if layout == "k_grouped" else 0
-    stages = next((s for s in range(MAX_STAGES, 0, -1)
-                   if wgrad_smem_bytes(block_m, block_n, s, k_groups) <= SMEM_CAPACITY), 0)
-    return KernelConfig(layout=layout, n=n, k=0, num_groups=num_groups, block_m=block_m, block_n=block_n,
-                        stages=stages, num_math_wg=block_m // 64, swizzle_d=swizzle_for(block_n, 4),
-                        out_format=WGRAD_OUT)
-
-
-@functools.lru_cache(maxsize=1024)
-def choose_wgrad(layout: str, m: int, n: int, num_groups: int, num_sms: int) -> LaunchPlan:
-    """Configuration of the weight gradient D[g] += A_g B_g^T over `num_groups` groups of M x N (the normal
-    layout: one). The wave rule of choose() over 64- and 128-row tiles: fewer waves, a fuller last wave,
-    less area past the edges, larger tiles, 128 rows, wider N. K does not enter: every tile has the same
-    k-blocks (dense), or a group's tiles share theirs (k-grouped)."""
-    if layout not in WGRAD_LAYOUTS:
-        raise ValueError(f"layout must be one of {WGRAD_LAYOUTS}, got {layout!r}")
-    if min(m, n, num_groups, num_sms) <= 0:
-        raise ValueError(f"m, n, num_groups and num_sms must be positive, got {(m, n, num_groups, num_sms)}")
-    groups = num_groups if layout == "k_grouped" else 1
-    best = None
-    for bm in (64, 128):
-        for bn in WGRAD_BLOCK_NS:
-            config = make_wgrad_config(layout, n, num_groups, bm, bn)
-            if config.stages < WGRAD_MIN_STAGES:
-                continue
-            tiles = ceil_div(m, bm) * ceil_div(n, bn) * groups
-            waves = ceil_div(tiles, num_sms)
-            last = tiles - (waves - 1) * num_sms
-            waste = ceil_div(m, bm) * bm * ceil_div(n, bn) * bn
-            score = (waves, -min(last, math.ceil(FULL_WAVE * num_sms)), waste, -(bm * bn), bm != 128, -bn)
-            if best is None or score < best[0]:
-                best = (score, config, tiles)
-    assert best is not None
-    return _plan(best[1], best[2], num_sms)

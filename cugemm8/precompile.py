@@ -14,22 +14,21 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Iterable
 
-from . import fp8_gemm, heuristics
+from . import fp8_gemm, heuristics, heuristics_wgrad
 from .arrays import type_name
 from .validation import check_out_format
 
 DEFAULT_SMS = 132   # an H100/H200 SXM, when no GPU is visible
 MAX_M = 1 << 20     # a bound on the M range (choose runs once per M)
-# The weight gradients' entry points and the heuristic's layout for each (their kernels take K at run time).
-WGRAD_LAYOUTS = {"wgrad": "normal", "k_grouped_wgrad": "k_grouped"}
+WGRAD_LAYOUTS = heuristics_wgrad.ENTRY_LAYOUTS   # the weight gradients' (their kernels take K at run time)
 LAYOUTS = heuristics.LAYOUTS + tuple(WGRAD_LAYOUTS)
 
 
 def plan(layout: str, m: int, n: int, k: int | None, groups: int, num_sms: int, fmt: str = "bfloat16"):
     """The LaunchPlan a call would get: the forward GEMMs' (heuristics.choose) or the weight gradients'
-    (heuristics.choose_wgrad, for the layouts in WGRAD_LAYOUTS; K does not enter)."""
+    (heuristics_wgrad.choose, for the layouts in WGRAD_LAYOUTS; K does not enter)."""
     if layout in WGRAD_LAYOUTS:
-        return heuristics.choose_wgrad(WGRAD_LAYOUTS[layout], m, n, groups, num_sms)
+        return heuristics_wgrad.choose(WGRAD_LAYOUTS[layout], m, n, groups, num_sms)
     return heuristics.choose(layout, m, n, k, groups, num_sms, fmt)
 
 

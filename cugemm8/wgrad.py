@@ -16,10 +16,9 @@ from typing import NamedTuple
 
 import cupy
 
-from . import fp8_gemm, runtime
+from . import fp8_gemm, heuristics_wgrad, runtime
 from .api import Array, Stream, _key, _refuse_capture
 from .arrays import StreamRef, as_device_arrays, describe, stream_handle
-from .heuristics import choose_wgrad
 from .layout import get_col_major_tma_aligned_tensor
 from .validation_wgrad import K_GROUP_ALIGNMENT, check_addend, check_k_grouped_wgrad, check_wgrad
 
@@ -41,7 +40,7 @@ def _prepare(key: tuple, layout: str, device: int, m: int, n: int, k: int, group
     runtime.require_hopper(device)
     launcher = None
     if m and n and k:
-        plan = choose_wgrad(layout, m, n, groups, runtime.get_num_sms(device))
+        plan = heuristics_wgrad.choose(layout, m, n, groups, runtime.get_num_sms(device))
         a, b, out = infos[0], infos[2], infos[-2]
         d_gld = out.strides[0] if layout == "k_grouped" else m * out.strides[0]
         base = a.ptr   # each launch sets the real addresses

@@ -1,7 +1,7 @@
 """The catalog of kernel configurations the CPU tier compiles (and a SASS-digest tool reads): every
 configuration the heuristic picks for the shapes below on each SM count, and the explicit ones the
 GPU tier runs. Also the fixed configurations and FFMA settings of the patch's tests."""
-from cugemm8 import heuristics
+from cugemm8 import heuristics, heuristics_wgrad
 
 DENSE = [(m, n, k) for m in (64, 128, 4096)
          for n, k in ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))]
@@ -92,13 +92,13 @@ def wgrad_configs():
     configs = set()
     for sms in SMS:
         for m, n in WGRAD_SHAPES:
-            configs.add(heuristics.choose_wgrad("normal", m, n, 1, sms).config)
+            configs.add(heuristics_wgrad.choose("normal", m, n, 1, sms).config)
             for groups in (4, 8):
-                configs.add(heuristics.choose_wgrad("k_grouped", m, n, groups, sms).config)
+                configs.add(heuristics_wgrad.choose("k_grouped", m, n, groups, sms).config)
     for bm, bn in ((64, 16), (64, 48), (64, 160), (128, 48), (128, 144), (128, 160)):
-        configs.add(heuristics.make_wgrad_config("normal", 3 * bn + 8, 1, bm, bn))
-    configs.add(heuristics.make_wgrad_config("normal", 152, 1, 64, 48))
-    configs.add(heuristics.make_wgrad_config("normal", 488, 1, 128, 160))
+        configs.add(heuristics_wgrad.make_config("normal", 3 * bn + 8, 1, bm, bn))
+    configs.add(heuristics_wgrad.make_config("normal", 152, 1, 64, 48))
+    configs.add(heuristics_wgrad.make_config("normal", 488, 1, 128, 160))
     return sorted(configs, key=repr)
 
 

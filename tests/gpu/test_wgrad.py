@@ -10,7 +10,7 @@ from hopper import requires_hopper
 from problems import PROPERTY_SETTINGS, calc_diff, dequant_a, finish, normalized_error
 
 import cugemm8
-from cugemm8 import fp8_gemm, heuristics
+from cugemm8 import fp8_gemm, heuristics_wgrad
 from cugemm8.reference import REL_TOLERANCE
 
 pytestmark = [pytest.mark.gpu, requires_hopper]
@@ -131,7 +131,7 @@ def test_wgrad_empty_sizes():
 def test_wgrad_every_tile_height(bm, bn):
     """Explicit configurations: both tile heights, each output swizzle (64- and 128-byte atoms), partial tiles."""
     m, n, k = 333, 3 * bn + 8, 1040
-    cfg = heuristics.make_wgrad_config("normal", n, 1, bm, bn)
+    cfg = heuristics_wgrad.make_config("normal", n, 1, bm, bn)
     _, _, a, sa, b, sb = make_wgrad(m, n, k, seed=bm + bn)
     out = cupy.zeros((m, n), cupy.float32)
     fp8_gemm.bind_wgrad(cfg, a, sa, b, sb, out)()

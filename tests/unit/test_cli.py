@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cugemm8 import __main__ as cli
-from cugemm8 import heuristics, jit
+from cugemm8 import heuristics, heuristics_wgrad, jit
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,7 +30,7 @@ def test_sass_weight_gradient_config_only(capsys):
     assert cli.main(["sass", "--layout", "k_grouped_wgrad", "--groups", "8", "--m", "2048", "--n", "7168", "--sms", "132",
                      "--config-only"]) == 0
     line = json.loads(capsys.readouterr().out)
-    cfg = heuristics.choose_wgrad("k_grouped", 2048, 7168, 8, 132).config
+    cfg = heuristics_wgrad.choose("k_grouped", 2048, 7168, 8, 132).config
     assert (line["out_format"], line["k"], line["block_n"], line["num_groups"]) == ("float32", 0, cfg.block_n, 8)
 
 

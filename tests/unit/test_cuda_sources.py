@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cugemm8 import fp8_gemm, heuristics, jit
+from cugemm8 import fp8_gemm, heuristics, heuristics_wgrad, jit
 from kernel_configs import CONFIGS, WGRAD_CONFIGS
 
 SRC = jit.source_dir()
@@ -96,10 +96,10 @@ def test_smem_map_matches_the_heuristics_on_the_catalog():
 
 
 @settings(max_examples=20, deadline=None)
-@given(layout=st.sampled_from(heuristics.WGRAD_LAYOUTS), m=st.integers(1, 40000), n=st.integers(1, 4096).map(lambda v: 8 * v),
+@given(layout=st.sampled_from(heuristics_wgrad.LAYOUTS), m=st.integers(1, 40000), n=st.integers(1, 4096).map(lambda v: 8 * v),
        groups=st.integers(1, 1024), sms=st.integers(1, 144))
 def test_smem_map_matches_the_heuristics_on_any_wgrad_pick(layout, m, n, groups, sms):
-    cfg = heuristics.choose_wgrad(layout, m, n, 1 if layout == "normal" else groups, sms).config
+    cfg = heuristics_wgrad.choose(layout, m, n, 1 if layout == "normal" else groups, sms).config
     jit.compile_cubin(_smem_check([cfg]), name="smem.cu")
 
 

@@ -3,7 +3,7 @@ disk cache (later builds load them), in parallel processes too; its arguments ar
 import pytest
 
 import cugemm8
-from cugemm8 import fp8_gemm, heuristics, jit
+from cugemm8 import fp8_gemm, heuristics, heuristics_wgrad, jit
 
 
 @pytest.fixture
@@ -40,11 +40,11 @@ def test_grouped_fp8_and_parallel(cache):
 
 
 def test_weight_gradients(cache):
-    """The weight gradients' kernels: K is a run-time value (None), the picks are choose_wgrad's."""
+    """The weight gradients' kernels: K is a run-time value (None), the picks are heuristics_wgrad.choose's."""
     configs = cugemm8.precompile(2112, None, layout="wgrad", m=[512, 7168], num_sms=132, progress=False)
-    assert configs == list(dict.fromkeys(heuristics.choose_wgrad("normal", m, 2112, 1, 132).config for m in (512, 7168)))
+    assert configs == list(dict.fromkeys(heuristics_wgrad.choose("normal", m, 2112, 1, 132).config for m in (512, 7168)))
     grouped = cugemm8.precompile(4096, None, layout="k_grouped_wgrad", m=7168, groups=8, num_sms=132, progress=False)
-    assert grouped == [heuristics.choose_wgrad("k_grouped", 7168, 4096, 8, 132).config]
+    assert grouped == [heuristics_wgrad.choose("k_grouped", 7168, 4096, 8, 132).config]
     assert all(cfg.wgrad for cfg in configs + grouped)
     assert len(list(cache.glob("*.cubin"))) == len(configs) + 1
 

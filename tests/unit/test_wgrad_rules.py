@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from array_infos import BASE_PTR, a_scale_info, info, kblocks
-from cugemm8 import heuristics, reference
+from cugemm8 import heuristics, heuristics_wgrad, reference
 from cugemm8.validation_wgrad import check_k_grouped_wgrad, check_wgrad
 
 M, N, K = 300, 264, 1040
@@ -94,30 +94,30 @@ def test_k_grouped_errors(change, exc, match):
 
 # ----------------------------------------------------------------------------- the heuristic
 @settings(max_examples=200, deadline=None)
-@given(layout=st.sampled_from(heuristics.WGRAD_LAYOUTS), m=st.integers(1, 40000), n=st.integers(1, 8192).map(lambda v: 8 * v),
+@given(layout=st.sampled_from(heuristics_wgrad.LAYOUTS), m=st.integers(1, 40000), n=st.integers(1, 8192).map(lambda v: 8 * v),
        groups=st.integers(1, 1024), sms=st.integers(1, 144))
 def test_wgrad_heuristic_limits(layout, m, n, groups, sms):
     groups = groups if layout == "k_grouped" else 1
-    plan = heuristics.choose_wgrad(layout, m, n, groups, sms)
+    plan = heuristics_wgrad.choose(layout, m, n, groups, sms)
     cfg = plan.config
     assert cfg.wgrad and cfg.k == 0 and cfg.layout == layout and cfg.num_groups == groups
-    assert cfg.smem_bytes <= heuristics.SMEM_CAPACITY and cfg.stages >= heuristics.WGRAD_MIN_STAGES
-    assert cfg.block_m in (64, 128) and cfg.num_math_wg == cfg.block_m // 64 and cfg.block_n in heuristics.WGRAD_BLOCK_NS
+    assert cfg.smem_bytes <= heuristics.SMEM_CAPACITY and cfg.stages >= heuristics_wgrad.MIN_STAGES
+    assert cfg.block_m in (64, 128) and cfg.num_math_wg == cfg.block_m // 64 and cfg.block_n in heuristics_wgrad.BLOCK_NS
     assert cfg.swizzle_d in (64, 128) and (cfg.block_n * 4) % cfg.swizzle_d == 0
     assert cfg.cluster == 1 and cfg.split_k == 1 and not cfg.tail_split
     assert 1 <= plan.grid <= sms
-    assert heuristics.choose_wgrad(layout, m, n, groups, sms) == plan   # deterministic
+    assert heuristics_wgrad.choose(layout, m, n, groups, sms) == plan   # deterministic
 
 
 def test_wgrad_heuristic_picks():
     """The wave rule on DeepGEMM's weight-gradient shapes (132 SMs): 128-row tiles as wide as fills the waves."""
     for m, n in ((7168, 2112), (1536, 24576), (2048, 7168)):
-        cfg = heuristics.choose_wgrad("normal", m, n, 1, 132).config
+        cfg = heuristics_wgrad.choose("normal", m, n, 1, 132).config
         assert cfg.block_m == 128 and cfg.block_n >= 128
     with pytest.raises(ValueError, match="layout must be one of"):
-        heuristics.choose_wgrad("masked", 64, 64, 1, 132)
+        heuristics_wgrad.choose("masked", 64, 64, 1, 132)
     with pytest.raises(ValueError, match="must be positive"):
-        heuristics.choose_wgrad("normal", 0, 64, 1, 132)
+        heuristics_wgrad.choose("normal", 0, 64, 1, 132)
 
 
 # ----------------------------------------------------------------------------- references
