@@ -228,3 +228,30 @@ def test_k_grouped_cuda_graph_reads_sizes_on_the_gpu():
         graph.launch(stream)
         stream.synchronize()
         check_k_grouped(out, cupy.zeros_like(out), a, sa, b, sb, sizes)
+
+
+def test_wgrad_capture_refuses_a_conversion_and_takes_a_separate_c():
+    """During a CUDA-graph capture a row-major scale (a new array each call) raises CaptureError before launch;
+    with M-major scales a separate c is copied into out on the stream, and the replay computes c + A·Bᵀ."""
+    m, n, k = 256, 256, 512
+    a, sa, b, sb, p = operands_and_product(m, n, k, seed=15)
+    _, _, _, sa_rows, _, _ = make_wgrad(m, n, k, seed=15, row_major=True)
+    c = cupy.random.default_rng(16).standard_normal((m, n), dtype=cupy.float32)
+    out = cupy.zeros((m, n), cupy.float32)
+    cugemm8.wgrad_matmul(a, sa_rows, b, sb, out)          # warm-up: compile, prepare both signatures
+    cugemm8.wgrad_matmul(a, sa, b, sb, out, c=c)
+    cupy.cuda.Device().synchronize()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        try:
+            with pytest.raises(cugemm8.CaptureError):
+                cugemm8.wgrad_matmul(a, sa_rows, b, sb, out, stream=stream)
+            cugemm8.wgrad_matmul(a, sa, b, sb, out, c=c, stream=stream)
+        finally:
+            graph = stream.end_capture()
+    out[...] = float("nan")
+    cupy.cuda.Device().synchronize()
+    graph.launch(stream)
+    stream.synchronize()
+    assert same_bits(out, c + p)
