@@ -19,7 +19,8 @@ WGRAD_SHAPES = [(m, n, k) for k in (4096, 8192)
                 for m, n in ((7168, 2112), (1536, 24576), (512, 32768), (16384, 7168), (7168, 4096), (2048, 7168))]
 K_GROUPED_SHAPES = [(g, base, m, n) for g in (4, 8) for base in (4096, 8192) for m, n in ((7168, 4096), (2048, 7168))]
 SWEEP_SHAPES = [(7168, 2112, 4096), (2048, 7168, 4096), (512, 32768, 4096)]
-SWEEP_TILES = [(128, 128), (128, 144), (128, 160), (64, 160)]
+# (BLOCK_M, BLOCK_N[, stages[, FP32 output atoms held]]): heuristics_wgrad.make_config's arguments (0: its choice).
+SWEEP_TILES = [(128, 96), (128, 112), (128, 128), (128, 144), (128, 160), (128, 160, 5, 2), (128, 160, 3, 5), (64, 160)]
 
 
 def k_sizes_for(groups: int, base: int, seed: int) -> list[int]:
@@ -107,10 +108,11 @@ def bench_sweep(env: Env, m: int, n: int, k: int, reps: int) -> dict:
     cp, fp8_gemm, h = env.cp, env.lib._mod("fp8_gemm"), env.lib.wgrad_heuristics
     _, _, a, sa, b, sb = _operands(env, m, n, k)
     timed = {}
-    for bm, bn in SWEEP_TILES:
-        cfg = h.make_config("normal", n, 1, bm, bn)
+    for tile in SWEEP_TILES:
+        cfg = h.make_config("normal", n, 1, *tile)
         out = cp.zeros((m, n), cp.float32)
-        timed[f"{bm}x{bn}s{cfg.stages}"] = fp8_gemm.bind_wgrad(cfg, a, sa, b, sb, out)
+        name = f"{cfg.block_m}x{cfg.block_n}s{cfg.stages}" + (f"d{cfg.d_atoms}" if cfg.d_atoms else "")
+        timed[name] = fp8_gemm.bind_wgrad(cfg, a, sa, b, sb, out)
     row = {"m": m, "n": n, "k": k, "tiles": {}}
     for name, samples in env.timer.interleaved(timed, reps).items():
         t = statistics.median(samples)

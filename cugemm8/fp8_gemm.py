@@ -49,7 +49,7 @@ def config_type(cfg: KernelConfig) -> str:
               cfg.num_math_wg, cfg.swizzle_d, cfg.raster_group, cfg.cluster, "true" if cfg.tail_split else "false",
               cfg.record_slots, cfg.split_k, "true" if cfg.stream_b else "false"]
     if cfg.wgrad:  # FP32 added into D, with 1x128 B scales (and K at run time: k == 0)
-        params += ["cg8::OutFormat::kF32Add", "cg8::ScaleB::kRow"]
+        params += ["cg8::OutFormat::kF32Add", "cg8::ScaleB::kRow", cfg.d_atoms]
     elif cfg.out_fp8:  # bf16 leaves the default, so its sources (and cache keys) read as before
         params.append(_OUT_FORMATS[cfg.out_format])
     return f"cg8::GemmConfig<{', '.join(map(str, params))}>"

@@ -49,6 +49,7 @@ class KernelConfig:
     split_k: int = 1    # normal: every tile's k-blocks divided over a cluster of this many CTAs
     stream_b: bool = False  # B's tiles loaded evict-first in L2 (read once: decode-sized M)
     out_format: str = "bfloat16"  # one of OUT_FORMATS
+    d_atoms: int = 0    # the weight gradient: atoms of its FP32 output tile held in shared memory (0: all)
 
     @property
     def out_fp8(self) -> bool:
@@ -66,7 +67,7 @@ class KernelConfig:
     @property
     def smem_bytes(self) -> int:
         if self.wgrad:
-            return wgrad_smem_bytes(self.block_m, self.block_n, self.stages, self.k_groups)
+            return wgrad_smem_bytes(self.block_m, self.block_n, self.stages, self.k_groups, self.swizzle_d, self.d_atoms)
         return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups, self.tail_split,
                           self.record_slots, self.split_k, self.out_fp8)
 
@@ -387,11 +388,13 @@ def grid_for(config: KernelConfig, tiles: int, num_sms: int) -> int:
 
 
 # The weight gradient's shared-memory map (KernelConfig.wgrad); its configuration choice is heuristics_wgrad.py's.
-def wgrad_smem_bytes(block_m: int, block_n: int, stages: int, k_groups: int = 0) -> int:
-    """Bytes of the weight-gradient kernel's shared-memory map (cuda_src/gemm/smem.cuh): the FP32 D tile; per
-    stage A, B, A's and B's scales (B's rounded up to 128 bytes, a TMA destination's alignment) and 2 barriers;
-    the k-grouped layout's words (each group's k-blocks, a count, and (group, first, end) per group, 16-byte
-    rounded)."""
+def wgrad_smem_bytes(block_m: int, block_n: int, stages: int, k_groups: int = 0, swizzle_d: int = 0,
+                     d_atoms: int = 0) -> int:
+    """Bytes of the weight-gradient kernel's shared-memory map (cuda_src/gemm/smem.cuh): the FP32 D tile (or
+    d_atoms of its atoms, block_m rows of swizzle_d bytes); per stage A, B, A's and B's scales (B's rounded up to
+    128 bytes, a TMA destination's alignment) and 2 barriers; the k-grouped layout's words (each group's
+    k-blocks, a count, and (group, first, end) per group, 16-byte rounded)."""
     words = -(-((4 * k_groups + 1) * 4) // 16) * 16 if k_groups else 0
     sb = -(-(block_n * 4) // 128) * 128
-    return block_m * block_n * 4 + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + sb + 16) + words
+    d = block_m * swizzle_d * d_atoms if d_atoms else block_m * block_n * 4
+    return d + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + sb + 16) + words

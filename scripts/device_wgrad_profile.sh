@@ -17,10 +17,11 @@ timeout ${SWEEP_TIMEOUT:-90} python3 - <<'PY' 2>&1 | tee "$OUT/sweep.log"
 import argparse
 from benchmarks import wgrad
 from benchmarks.env import Env
-wgrad.SWEEP_TILES = [(128, 64), (128, 96), (128, 112), (128, 128), (64, 96), (64, 128), (128, 160)]
+wgrad.SWEEP_TILES = [(128, 96), (128, 112), (128, 128), (128, 128, 3), (128, 144), (128, 144, 3), (128, 160),
+                     (128, 160, 5, 2), (128, 160, 3, 5), (64, 128), (64, 160)]
 env = Env(argparse.Namespace(no_peers=True))
 with env.stream:
-    for shape in ((7168, 2112, 4096), (2048, 7168, 4096)):
+    for shape in ((7168, 2112, 4096), (2048, 7168, 4096), (512, 32768, 4096)):
         r = wgrad.bench_sweep(env, *shape, 30)
         print(shape, ", ".join(f"{k} {v['tflops']:.0f}" for k, v in r["tiles"].items()), flush=True)
         env.free()

@@ -29,7 +29,7 @@ constexpr uint32_t kSlabRows = 64;   // rows of one wgmma (m64): a slab, the uni
 template <Layout kLayout_, uint32_t kShapeN_, uint32_t kShapeK_, uint32_t kNumGroups_, uint32_t kBlockM_,
           uint32_t kBlockN_, uint32_t kStages_, uint32_t kNumMathWG_, uint32_t kSwizzleD_, uint32_t kRasterGroup_,
           uint32_t kMulticast_, bool kTailSplit_, uint32_t kRecordSlots_, uint32_t kSplitK_, bool kStreamB_,
-          OutFormat kOutFormat_ = OutFormat::kBf16, ScaleB kScaleB_ = ScaleB::kBlock>
+          OutFormat kOutFormat_ = OutFormat::kBf16, ScaleB kScaleB_ = ScaleB::kBlock, uint32_t kTileAtoms_ = 0>
 struct GemmConfig {
     static constexpr Layout kLayout = kLayout_;
     static constexpr uint32_t kShapeN = kShapeN_;
@@ -88,6 +88,9 @@ struct GemmConfig {
     static constexpr uint32_t kAtomBytes = kSwizzleD ? kSwizzleD : kBlockN * kOutBytes;
     static constexpr uint32_t kAtomCols = kAtomBytes / kOutBytes;
     static constexpr uint32_t kNumAtoms = kBlockN / kAtomCols;
+    // Atoms of the output tile that shared memory holds (0: all). The weight gradient's FP32 tile may hold
+    // fewer, filled in turn while TMA adds the others into D, to leave shared memory to the stage ring.
+    static constexpr uint32_t kTileAtoms = kTileAtoms_ == 0 ? kNumAtoms : kTileAtoms_;
 
     static_assert(kBlockM % kSlabRows == 0 && kSlabsPerWG >= 1 && kBlockM == kSlabsPerWG * kSlabRows * kNumMathWG,
                   "BLOCK_M must be 64 x the math warpgroups x their slabs");
@@ -115,6 +118,8 @@ struct GemmConfig {
                                    kSwizzleD != 0),
                   "the weight gradient needs one slab per math warpgroup, no split or multicast, BLOCK_N a multiple "
                   "of 16 and a swizzled output tile");
+    static_assert(kTileAtoms == kNumAtoms || (kOutF32 && kTileAtoms >= 2 && kTileAtoms < kNumAtoms),
+                  "only the FP32 output tile may be held in part, at least two atoms of it");
 };
 
 // A typical configuration, for compiling the headers on their own (tests/unit/test_codegen.py).

@@ -1,6 +1,6 @@
 // The epilogue: a tile's FP32 sums to bf16 (stmatrix), to e4m3 with per-row scales, or as FP32, through the
 // output tile in shared memory (TMA-swizzled atoms) and out to global memory by one TMA store per atom (FP32:
-// one TMA reduce-add, D += tile), or by the math threads where only some rows or columns may be written. The
+// one TMA reduce-add per atom, D += tile), or by the math threads where only some rows or columns may be written. The
 // TMA store runs on while the next tile's main loop starts; the tile's shared memory is rewritten only after
 // bulk_wait_group_read0 says it was read.
 #pragma once
@@ -61,22 +61,6 @@ struct Epilogue {
                 const uint32_t addr = tile_addr(base, row, i * 8);  // lanes 16..31: ignored
                 stmatrix_x2(addr, pack_bf16x2(sum[w][i * 4 + 0], sum[w][i * 4 + 1]),
                             pack_bf16x2(sum[w][i * 4 + 2], sum[w][i * 4 + 3]));
-            }
-        }
-    }
-
-    // This thread's fragments, as FP32, into the output tile at `base` (8 bytes a store; through the swizzle the
-    // quad's rows land on different 16-byte chunks, so a warp's stores take the minimum two wavefronts).
-    __device__ __forceinline__ static void write_tile_f32(const Sums& sum, uint32_t base, uint32_t wg, uint32_t warp,
-                                                          uint32_t lane) {
-#pragma unroll
-        for (uint32_t w = 0; w < kSlabs; ++w) {
-            const uint32_t row = (wg * kSlabs + w) * 64 + warp * 16 + lane / 4;
-#pragma unroll
-            for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) {
-                const uint32_t col = i * 8 + 2 * (lane % 4);
-                st_shared_v2_f32(tile_addr(base, row, col), sum[w][i * 4 + 0], sum[w][i * 4 + 1]);
-                st_shared_v2_f32(tile_addr(base, row + 8, col), sum[w][i * 4 + 2], sum[w][i * 4 + 3]);
             }
         }
     }
@@ -167,17 +151,41 @@ struct Epilogue {
         }
     }
 
-    // The whole FP32 tile added into D[group] (a 3-D tensor map: [groups][rows][N]), one TMA reduce-add per
-    // atom. TMA clips rows and columns past the group's matrix, so a partial tile adds nothing elsewhere.
-    __device__ __forceinline__ static void reduce_tma(const CUtensorMap& tmap_d, const uint8_t* tile, uint32_t tid,
-                                                      bool store_thread, uint32_t n0, uint32_t row0, uint32_t group) {
-        fence_proxy_async_smem();
-        named_barrier_sync(1, Cfg::kMathThreads);
-        if (store_thread) {
-            tma_reduce_add_3d(&tmap_d, tile + tid * (Cfg::kBlockM * Cfg::kAtomBytes),
-                              int32_t(n0 + tid * Cfg::kAtomCols), int32_t(row0), int32_t(group));
-            bulk_commit_group();
-        }
+    // The FP32 tile added into D[group] (a 3-D tensor map: [groups][rows][N]) atom by atom, one TMA reduce-add
+    // each, issued by the store thread. Atom j goes to buffer j % kTileAtoms of the tile at `base` (`tile` in the
+    // generic space): 8 bytes a store, the quad's rows on different 16-byte chunks through the swizzle, so a
+    // warp's stores take the minimum two wavefronts. Where the tile holds fewer atoms than it has, the buffer
+    // that atom j + 1 reuses must have been read first: the store thread waits for that before the barrier
+    // that lets the threads write it. The caller's barrier (after bulk_wait_group_read0) freed every buffer.
+    // TMA clips rows and columns past the group's matrix, so a partial tile adds nothing elsewhere.
+    __device__ __forceinline__ static void reduce_tile_f32(const Sums& sum, const CUtensorMap& tmap_d, uint32_t base,
+                                                           const uint8_t* tile, bool store_thread, uint32_t n0,
+                                                           uint32_t row0, uint32_t group, uint32_t wg, uint32_t warp,
+                                                           uint32_t lane) {
+        static_assert(kSlabs == 1 && Cfg::kAtomCols % 8 == 0, "one slab per warpgroup, whole fragments per atom");
+        constexpr uint32_t kBuffers = Cfg::kTileAtoms, kAtomTile = Cfg::kBlockM * Cfg::kAtomBytes;
+        constexpr uint32_t kFragsPerAtom = Cfg::kAtomCols / 8;
+        const uint32_t row = wg * 64 + warp * 16 + lane / 4;
+        static_for<0, Cfg::kNumAtoms>([&](auto atom) {
+            constexpr uint32_t j = atom.value;
+            const uint32_t buffer = base + (j % kBuffers) * kAtomTile;
+#pragma unroll
+            for (uint32_t f = 0; f < kFragsPerAtom; ++f) {
+                const uint32_t i = j * kFragsPerAtom + f, col = f * 8 + 2 * (lane % 4);
+                st_shared_v2_f32(tile_addr(buffer, row, col), sum[0][i * 4 + 0], sum[0][i * 4 + 1]);
+                st_shared_v2_f32(tile_addr(buffer, row + 8, col), sum[0][i * 4 + 2], sum[0][i * 4 + 3]);
+            }
+            fence_proxy_async_smem();
+            // Atoms 0 .. j - 1 are committed; atom j + 1 - kBuffers must have been read.
+            if constexpr (j + 1 >= kBuffers && j + 1 < Cfg::kNumAtoms)
+                if (store_thread) bulk_wait_group_read<kBuffers - 2>();
+            named_barrier_sync(1, Cfg::kMathThreads);
+            if (store_thread) {
+                tma_reduce_add_3d(&tmap_d, tile + (j % kBuffers) * kAtomTile, int32_t(n0 + j * Cfg::kAtomCols),
+                                  int32_t(row0), int32_t(group));
+                bulk_commit_group();
+            }
+        });
     }
 
     // The tile's valid rows (m0: its first), copied out by the math threads 16 bytes at a time: a split

@@ -53,7 +53,7 @@ struct MainLoop {
         smem_b_addr = shared(sm.b);
         smem_d_addr = shared(sm.d);
         desc_a0 = smem_desc_sw128(smem_a_addr), desc_b0 = smem_desc_sw128(smem_b_addr);
-        store_thread = (wg == 0 && tid < Cfg::kNumAtoms);
+        store_thread = (wg == 0 && tid < (Cfg::kOutF32 ? 1 : Cfg::kNumAtoms));  // FP32: one issues every atom
         wg_mma = Cfg::kBlockN <= 128 ? __shfl_sync(~0u, wg, 0) : wg;
     }
 
@@ -256,9 +256,11 @@ struct MainLoop {
         }
     }
 
-    // 1x128 B scales (the weight gradient; one slab per warpgroup, one accumulator): per k-block the MMAs, and
-    // while they run, this thread's A scales and B scales (one per column it holds) from the stage; the stage
-    // is released once they are in registers, then each column's partial sum is scaled by its own product.
+    // 1x128 B scales (the weight gradient; one slab per warpgroup, one accumulator): per k-block this thread's A
+    // scales and B scales (one per column it holds) from the stage, the MMAs, the stage released once they are
+    // done, then each column's partial sum scaled by its B scale, then its A scale. The scales are read before
+    // the MMAs are issued and applied only to their results: loaded after, ptxas put the products sa * sb
+    // between the wgmmas, so the last wgmma waited for the loads (NOTES.md v23).
     __device__ __forceinline__ void row_scales(const Pass& p) {
         static_assert(Cfg::kRowScalesB && kSlabs == 1, "row_scales is the weight gradient's loop");
         const uint32_t row = wg * 64 + warp * 16 + lane / 4;
@@ -268,7 +270,6 @@ struct MainLoop {
             CG8_MARK_KB(kTraceKbWait, kb);
             mbar_wait(&sm.full[st], ring.phase);
             CG8_MARK_KB(kTraceKbReady, kb);
-            issue_mma(acc[0], 0, st);
             const float* sa = sm.sa + st * Cfg::kBlockM;
             const float sa0 = sa[row], sa1 = sa[row + 8];
             // Columns i * 8 + 2 * (lane % 4) + {0, 1}: one 8-byte load per fragment (the quad's lanes read
@@ -277,16 +278,17 @@ struct MainLoop {
             float2 sbc[Cfg::kBlockN / 8];
 #pragma unroll
             for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);
+            issue_mma(acc[0], 0, st);
             wgmma_wait<0>();
             release(st);
 #pragma unroll
             for (uint32_t i = 0; i < kFrag; ++i) fence_operand(acc[0][i]);
 #pragma unroll
             for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) {
-                sum[0][i * 4 + 0] += sa0 * sbc[i].x * acc[0][i * 4 + 0];
-                sum[0][i * 4 + 1] += sa0 * sbc[i].y * acc[0][i * 4 + 1];
-                sum[0][i * 4 + 2] += sa1 * sbc[i].x * acc[0][i * 4 + 2];
-                sum[0][i * 4 + 3] += sa1 * sbc[i].y * acc[0][i * 4 + 3];
+                sum[0][i * 4 + 0] += sa0 * (sbc[i].x * acc[0][i * 4 + 0]);
+                sum[0][i * 4 + 1] += sa0 * (sbc[i].y * acc[0][i * 4 + 1]);
+                sum[0][i * 4 + 2] += sa1 * (sbc[i].x * acc[0][i * 4 + 2]);
+                sum[0][i * 4 + 3] += sa1 * (sbc[i].y * acc[0][i * 4 + 3]);
             }
             ring.advance();
         }

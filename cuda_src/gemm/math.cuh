@@ -171,14 +171,13 @@ struct MathWarpgroups {
             } else {
                 Out::write_tile_fp8(loop.sum, loop.smem_d_addr, scale, ld_scale, valid, wg, warp, lane);
             }
-        } else if constexpr (Cfg::kOutF32) {
-            Out::write_tile_f32(loop.sum, loop.smem_d_addr, wg, warp, lane);
+        } else if constexpr (Cfg::kOutF32) {  // added into D (the group's: t.group) by TMA reduce-add
+            Out::reduce_tile_f32(loop.sum, tmap_d, loop.smem_d_addr, sm.d, loop.store_thread, n0, row0,
+                                 uint32_t(t.group), wg, warp, lane);
         } else {
             Out::write_tile(loop.sum, loop.smem_d_addr, wg, warp, lane);
         }
-        if constexpr (Cfg::kOutF32) {  // added into D (the group's: t.group) by TMA reduce-add
-            Out::reduce_tma(tmap_d, sm.d, tid, loop.store_thread, n0, row0, uint32_t(t.group));
-        } else {
+        if constexpr (!Cfg::kOutF32) {
             const bool by_threads = kSplitTile || (Tiles::kStoresByThreads && tiles.store_by_threads(t));
             if (!by_threads) {
                 Out::store_tma(tmap_d, sm.d, tid, loop.store_thread, n0, row0);

@@ -127,11 +127,13 @@ def test_wgrad_empty_sizes():
                          cupy.zeros((32, 256), cupy.uint8), cupy.ones((32, 2), cupy.float32), empty)
 
 
-@pytest.mark.parametrize("bm,bn", [(64, 16), (64, 160), (128, 48), (128, 144), (128, 160)])
-def test_wgrad_every_tile_height(bm, bn):
-    """Explicit configurations: both tile heights, each output swizzle (64- and 128-byte atoms), partial tiles."""
+@pytest.mark.parametrize("bm,bn,d_atoms", [(64, 16, 0), (64, 160, 0), (128, 48, 0), (128, 144, 0), (128, 160, 5),
+                                           (128, 160, 4), (128, 160, 2), (128, 144, 3), (64, 160, 3)])
+def test_wgrad_every_tile_height(bm, bn, d_atoms):
+    """Explicit configurations: both tile heights, each output swizzle (64- and 128-byte atoms), the FP32 tile
+    held in shared memory whole or in part (2 to 4 of its atoms), partial tiles."""
     m, n, k = 333, 3 * bn + 8, 1040
-    cfg = heuristics_wgrad.make_config("normal", n, 1, bm, bn)
+    cfg = heuristics_wgrad.make_config("normal", n, 1, bm, bn, d_atoms=d_atoms)
     _, _, a, sa, b, sb = make_wgrad(m, n, k, seed=bm + bn)
     out = cupy.zeros((m, n), cupy.float32)
     fp8_gemm.bind_wgrad(cfg, a, sa, b, sb, out)()
