@@ -99,7 +99,8 @@ def wgrad_configs():
         configs.add(heuristics_wgrad.make_config("normal", 3 * bn + 8, 1, bm, bn))
     configs.add(heuristics_wgrad.make_config("normal", 152, 1, 64, 48))
     configs.add(heuristics_wgrad.make_config("normal", 488, 1, 128, 160))
-    for bm, bn, d_atoms in ((128, 160, 5), (128, 160, 4), (128, 160, 2), (128, 144, 3), (64, 160, 3)):
+    for bm, bn, d_atoms in ((128, 160, 5), (128, 160, 4), (128, 160, 2), (128, 144, 3), (64, 160, 3), (128, 152, 0),
+                            (128, 152, 9)):
         configs.add(heuristics_wgrad.make_config("normal", 3 * bn + 8, 1, bm, bn, d_atoms=d_atoms))
     return sorted(configs, key=repr)
 

@@ -96,7 +96,8 @@ struct GemmConfig {
                   "BLOCK_M must be 64 x the math warpgroups x their slabs");
     static_assert(kSlabsPerTile <= 4, "the contiguous pass bookkeeping packs 2 bits per slab");
     static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N must be a multiple of 8 in [8, 256]");
-    static_assert(kBlockN <= 128 || (128 % (kBlockN - 128)) == 0, "BLOCK_N > 128 must span at most two sb rows");
+    static_assert(kBlockN <= 128 || kRowScalesB || (128 % (kBlockN - 128)) == 0,
+                  "BLOCK_N > 128 must span at most two sb rows (128x128 B scales)");
     static_assert(kBlockN % kAtomCols == 0, "output atoms must tile BLOCK_N");
     static_assert(kMulticast == 1 || (kMulticast == 2 && kNumNBlocks % 2 == 0), "multicast pairs need even n-blocks");
     // Each CTA of a split tile owns a column chunk of whole 8-column fragments and at least one k-block.
@@ -114,10 +115,9 @@ struct GemmConfig {
     // per warpgroup (registers: sums, one accumulator, B's column scales), unsplit and without multicast.
     static_assert(kRowScalesB == kOutF32 && kRowScalesB == kRuntimeK && ((kLayout == Layout::kKGrouped) <= kRuntimeK),
                   "1x128 B scales, K at run time and FP32 output make the weight gradient, and only they");
-    static_assert(!kRowScalesB || (kSlabsPerWG == 1 && kSplits == 1 && kMulticast == 1 && kBlockN % 16 == 0 &&
-                                   kSwizzleD != 0),
-                  "the weight gradient needs one slab per math warpgroup, no split or multicast, BLOCK_N a multiple "
-                  "of 16 and a swizzled output tile");
+    static_assert(!kRowScalesB || (kSlabsPerWG == 1 && kSplits == 1 && kMulticast == 1 && kSwizzleD != 0),
+                  "the weight gradient needs one slab per math warpgroup, no split or multicast and a swizzled "
+                  "output tile");
     static_assert(kTileAtoms == kNumAtoms || (kOutF32 && kTileAtoms >= 2 && kTileAtoms < kNumAtoms),
                   "only the FP32 output tile may be held in part, at least two atoms of it");
 };

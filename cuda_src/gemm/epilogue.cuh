@@ -154,9 +154,10 @@ struct Epilogue {
     // The FP32 tile added into D[group] (a 3-D tensor map: [groups][rows][N]) atom by atom, one TMA reduce-add
     // each, issued by the store thread. Atom j goes to buffer j % kTileAtoms of the tile at `base` (`tile` in the
     // generic space): 8 bytes a store, the quad's rows on different 16-byte chunks through the swizzle, so a
-    // warp's stores take the minimum two wavefronts. Where the tile holds fewer atoms than it has, the buffer
-    // that atom j + 1 reuses must have been read first: the store thread waits for that before the barrier
-    // that lets the threads write it. The caller's barrier (after bulk_wait_group_read0) freed every buffer.
+    // warp's stores take the minimum two wavefronts. The whole tile held: one barrier, then every atom's add.
+    // Fewer atoms held than the tile has: a barrier per atom, and the buffer that atom j + 1 reuses must have
+    // been read first: the store thread waits for that before the barrier that lets the threads write it. The
+    // caller's barrier (after bulk_wait_group_read0) freed every buffer.
     // TMA clips rows and columns past the group's matrix, so a partial tile adds nothing elsewhere.
     __device__ __forceinline__ static void reduce_tile_f32(const Sums& sum, const CUtensorMap& tmap_d, uint32_t base,
                                                            const uint8_t* tile, bool store_thread, uint32_t n0,
@@ -166,8 +167,7 @@ struct Epilogue {
         constexpr uint32_t kBuffers = Cfg::kTileAtoms, kAtomTile = Cfg::kBlockM * Cfg::kAtomBytes;
         constexpr uint32_t kFragsPerAtom = Cfg::kAtomCols / 8;
         const uint32_t row = wg * 64 + warp * 16 + lane / 4;
-        static_for<0, Cfg::kNumAtoms>([&](auto atom) {
-            constexpr uint32_t j = atom.value;
+        auto write_atom = [&](uint32_t j) {
             const uint32_t buffer = base + (j % kBuffers) * kAtomTile;
 #pragma unroll
             for (uint32_t f = 0; f < kFragsPerAtom; ++f) {
@@ -175,16 +175,31 @@ struct Epilogue {
                 st_shared_v2_f32(tile_addr(buffer, row, col), sum[0][i * 4 + 0], sum[0][i * 4 + 1]);
                 st_shared_v2_f32(tile_addr(buffer, row + 8, col), sum[0][i * 4 + 2], sum[0][i * 4 + 3]);
             }
+        };
+        auto reduce_atom = [&](uint32_t j) {
+            tma_reduce_add_3d(&tmap_d, tile + (j % kBuffers) * kAtomTile, int32_t(n0 + j * Cfg::kAtomCols),
+                              int32_t(row0), int32_t(group));
+            bulk_commit_group();
+        };
+        if constexpr (kBuffers == Cfg::kNumAtoms) {  // the whole tile: one barrier
+#pragma unroll
+            for (uint32_t j = 0; j < Cfg::kNumAtoms; ++j) write_atom(j);
+            fence_proxy_async_smem();
+            named_barrier_sync(1, Cfg::kMathThreads);
+            if (store_thread)
+#pragma unroll 1
+                for (uint32_t j = 0; j < Cfg::kNumAtoms; ++j) reduce_atom(j);
+            return;
+        }
+        static_for<0, Cfg::kNumAtoms>([&](auto atom) {
+            constexpr uint32_t j = atom.value;
+            write_atom(j);
             fence_proxy_async_smem();
             // Atoms 0 .. j - 1 are committed; atom j + 1 - kBuffers must have been read.
             if constexpr (j + 1 >= kBuffers && j + 1 < Cfg::kNumAtoms)
                 if (store_thread) bulk_wait_group_read<kBuffers - 2>();
             named_barrier_sync(1, Cfg::kMathThreads);
-            if (store_thread) {
-                tma_reduce_add_3d(&tmap_d, tile + (j % kBuffers) * kAtomTile, int32_t(n0 + j * Cfg::kAtomCols),
-                                  int32_t(row0), int32_t(group));
-                bulk_commit_group();
-            }
+            if (store_thread) reduce_atom(j);
         });
     }
 

@@ -128,10 +128,11 @@ def test_wgrad_empty_sizes():
 
 
 @pytest.mark.parametrize("bm,bn,d_atoms", [(64, 16, 0), (64, 160, 0), (128, 48, 0), (128, 144, 0), (128, 160, 5),
-                                           (128, 160, 4), (128, 160, 2), (128, 144, 3), (64, 160, 3)])
+                                           (128, 160, 4), (128, 160, 2), (128, 144, 3), (64, 160, 3), (128, 152, 0),
+                                           (128, 152, 9)])
 def test_wgrad_every_tile_height(bm, bn, d_atoms):
-    """Explicit configurations: both tile heights, each output swizzle (64- and 128-byte atoms), the FP32 tile
-    held in shared memory whole or in part (2 to 4 of its atoms), partial tiles."""
+    """Explicit configurations: both tile heights, each output swizzle (32-, 64- and 128-byte atoms), the FP32
+    tile held in shared memory whole or in part (2 to 9 of its atoms), partial tiles."""
     m, n, k = 333, 3 * bn + 8, 1040
     cfg = heuristics_wgrad.make_config("normal", n, 1, bm, bn, d_atoms=d_atoms)
     _, _, a, sa, b, sb = make_wgrad(m, n, k, seed=bm + bn)
