@@ -388,10 +388,9 @@ def grid_for(config: KernelConfig, tiles: int, num_sms: int) -> int:
 
 
 # The weight gradient's shared-memory map (KernelConfig.wgrad); its configuration choice is heuristics_wgrad.py's.
-def wgrad_smem_bytes(block_m: int, block_n: int, stages: int, k_groups: int = 0, swizzle_d: int = 0,
-                     d_atoms: int = 0) -> int:
+def wgrad_smem_bytes(block_m: int, block_n: int, stages: int, k_groups: int, swizzle_d: int, d_atoms: int) -> int:
     """Bytes of the weight-gradient kernel's shared-memory map (cuda_src/gemm/smem.cuh): the FP32 D tile (or
-    d_atoms of its atoms, block_m rows of swizzle_d bytes); per stage A, B, A's and B's scales (B's rounded up to
+    d_atoms of its atoms where nonzero, block_m rows of swizzle_d bytes); per stage A, B, A's and B's scales (B's rounded up to
     128 bytes, a TMA destination's alignment) and 2 barriers; the k-grouped layout's words (each group's
     k-blocks, a count, and (group, first, end) per group, 16-byte rounded)."""
     words = -(-((4 * k_groups + 1) * 4) // 16) * 16 if k_groups else 0

@@ -48,9 +48,12 @@ def make_config(layout: str, n: int, num_groups: int, block_m: int, block_n: int
     def fits(s: int, held: int) -> bool:
         return wgrad_smem_bytes(block_m, block_n, s, k_groups, swizzle, held % atoms) <= SMEM_CAPACITY
 
+    if d_atoms == 1 and atoms > 1:
+        raise ValueError(f"d_atoms must be 0 (the heuristic's), 2 or more: the FP32 tile is held in at least 2 "
+                         f"atoms; got 1")
     if not d_atoms:
         d_atoms = next((a for a in range(atoms, 1, -1) if fits(STAGE_TARGET, a)), min(2, atoms))
-    d_atoms %= atoms  # all of them: 0
+    d_atoms = 0 if d_atoms >= atoms else d_atoms  # all of them: 0
     stages = stages or next((s for s in range(MAX_STAGES, 0, -1) if fits(s, d_atoms)), 0)
     return KernelConfig(layout=layout, n=n, k=0, num_groups=num_groups, block_m=block_m, block_n=block_n,
                         stages=stages, num_math_wg=block_m // 64, swizzle_d=swizzle,

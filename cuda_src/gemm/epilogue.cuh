@@ -2,7 +2,7 @@
 // output tile in shared memory (TMA-swizzled atoms) and out to global memory by one TMA store per atom (FP32:
 // one TMA reduce-add per atom, D += tile), or by the math threads where only some rows or columns may be written. The
 // TMA store runs on while the next tile's main loop starts; the tile's shared memory is rewritten only after
-// bulk_wait_group_read0 says it was read.
+// bulk_wait_group_read says it was read.
 #pragma once
 #include "config.cuh"
 #include "tile.cuh"
@@ -157,7 +157,7 @@ struct Epilogue {
     // warp's stores take the minimum two wavefronts. The whole tile held: one barrier, then every atom's add.
     // Fewer atoms held than the tile has: a barrier per atom, and the buffer that atom j + 1 reuses must have
     // been read first: the store thread waits for that before the barrier that lets the threads write it. The
-    // caller's barrier (after bulk_wait_group_read0) freed every buffer.
+    // caller's barrier (after bulk_wait_group_read) freed every buffer.
     // TMA clips rows and columns past the group's matrix, so a partial tile adds nothing elsewhere.
     __device__ __forceinline__ static void reduce_tile_f32(const Sums& sum, const CUtensorMap& tmap_d, uint32_t base,
                                                            const uint8_t* tile, bool store_thread, uint32_t n0,

@@ -148,7 +148,7 @@ struct MathWarpgroups {
             if (tiles.zero_rows(t) != 0) Out::zero_rows(loop.sum, tiles.zero_rows(t));
         }
         // The output tile is rewritten only once the previous tile's TMA store has read it.
-        if (loop.store_thread) bulk_wait_group_read0();
+        if (loop.store_thread) bulk_wait_group_read();
         named_barrier_sync(1, Cfg::kMathThreads);
         if constexpr (Cfg::kOutFp8) {
             // Scales for rows of the tile below `valid` (rows past M, or past a masked group's count, stay as

@@ -28,7 +28,7 @@ struct SplitExchange {
     // output tile, so the previous tile's TMA store must be done reading it (the staging barrier orders
     // the other readers).
     __device__ __forceinline__ static void before_staging(bool store_thread) {
-        if (store_thread) bulk_wait_group_read0();
+        if (store_thread) bulk_wait_group_read();
     }
 
     // With e4m3 output, each peer's amax of every row of the tile (over its chunk).

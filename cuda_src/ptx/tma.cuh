@@ -66,13 +66,9 @@ __device__ __forceinline__ void tma_reduce_add_3d(const CUtensorMap* map, const 
 
 __device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 
-// Waits until the source shared memory of all committed bulk stores may be overwritten.
-__device__ __forceinline__ void bulk_wait_group_read0() {
-    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-}
-
-// ... of all but the kPending most recently committed ones.
-template <uint32_t kPending>
+// Waits until the source shared memory of the committed bulk stores, all but the kPending most recent ones,
+// may be overwritten.
+template <uint32_t kPending = 0>
 __device__ __forceinline__ void bulk_wait_group_read() {
     asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
 }

@@ -102,6 +102,8 @@ def test_wgrad_heuristic_limits(layout, m, n, groups, sms):
     cfg = plan.config
     assert cfg.wgrad and cfg.k == 0 and cfg.layout == layout and cfg.num_groups == groups
     assert cfg.smem_bytes <= heuristics.SMEM_CAPACITY and cfg.stages >= heuristics_wgrad.MIN_STAGES
+    atoms = cfg.block_n * 4 // cfg.swizzle_d
+    assert cfg.d_atoms == 0 or 2 <= cfg.d_atoms < atoms   # all atoms held, or 2 or more of them
     assert cfg.block_m in (64, 128) and cfg.num_math_wg == cfg.block_m // 64 and cfg.block_n in heuristics_wgrad.BLOCK_NS
     assert cfg.swizzle_d in (64, 128) and (cfg.block_n * 4) % cfg.swizzle_d == 0
     assert cfg.cluster == 1 and cfg.split_k == 1 and not cfg.tail_split
@@ -110,14 +112,27 @@ def test_wgrad_heuristic_limits(layout, m, n, groups, sms):
 
 
 def test_wgrad_heuristic_picks():
-    """The wave rule on DeepGEMM's weight-gradient shapes (132 SMs): 128-row tiles as wide as fills the waves."""
-    for m, n in ((7168, 2112), (1536, 24576), (2048, 7168)):
+    """The time model on DeepGEMM's weight-gradient shapes (132 SMs): 128x160 with 4 stages beside 4 of its 5 FP32
+    output atoms, the rate the H200 sweeps measured highest (NOTES.md v23)."""
+    for m, n in ((7168, 2112), (1536, 24576), (2048, 7168), (7168, 4096)):
         cfg = heuristics_wgrad.choose("normal", m, n, 1, 132).config
-        assert cfg.block_m == 128 and cfg.block_n >= 128
+        assert (cfg.block_m, cfg.block_n, cfg.stages, cfg.d_atoms) == (128, 160, 4, 4)
     with pytest.raises(ValueError, match="layout must be one of"):
         heuristics_wgrad.choose("masked", 64, 64, 1, 132)
     with pytest.raises(ValueError, match="must be positive"):
         heuristics_wgrad.choose("normal", 0, 64, 1, 132)
+
+
+def test_wgrad_atoms_held():
+    """make_config: the FP32 tile held whole where it fits beside 4 stages, else in part; an explicit count of 2 or
+    more, all of them as 0; 1 refused (the epilogue fills one atom while TMA reads the other)."""
+    assert heuristics_wgrad.make_config("normal", 4096, 1, 128, 128).d_atoms == 0
+    cfg = heuristics_wgrad.make_config("normal", 4096, 1, 128, 160)
+    assert (cfg.d_atoms, cfg.stages) == (4, 4)
+    assert heuristics_wgrad.make_config("normal", 4096, 1, 128, 160, d_atoms=2).stages == 5
+    assert heuristics_wgrad.make_config("normal", 4096, 1, 128, 160, d_atoms=5).d_atoms == 0
+    with pytest.raises(ValueError, match="d_atoms must be 0"):
+        heuristics_wgrad.make_config("normal", 4096, 1, 128, 160, d_atoms=1)
 
 
 # ----------------------------------------------------------------------------- references
