@@ -20,14 +20,13 @@ __device__ __forceinline__ float load_as_float(const void* x, int in_kind, long 
 
 __device__ __forceinline__ unsigned char to_e4m3(float v) { return cg8::f32_to_e4m3_sat(v); }
 
-// The tile's scale and the factor its elements are multiplied by, from its floored amax.
+// The tile's scale and the factor its elements are multiplied by, from its floored amax (the recipe:
+// ptx/convert.cuh).
 __device__ __forceinline__ void scale_of(float amax, int ue8m0, float& scale, float& inv) {
     if (ue8m0) {
-        scale = cg8::pow2_ceil(__fdiv_rn(amax, 448.0f));
-        inv = cg8::pow2_reciprocal(scale);
+        cg8::e4m3_scale<true>(amax, scale, inv);
     } else {
-        scale = __fdiv_rn(amax, 448.0f);
-        inv = __fdiv_rn(448.0f, amax);
+        cg8::e4m3_scale<false>(amax, scale, inv);
     }
 }
 

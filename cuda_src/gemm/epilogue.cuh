@@ -65,76 +65,98 @@ struct Epilogue {
         }
     }
 
-    // e4m3 output, the quantizers' recipe (cuda_src/quantize.cu) on the FP32 sums: per row and 128-column
-    // group, amax (floored at 1e-4); scale = amax / 448 (UE8M0: rounded up to a power of two); payload =
-    // saturate_e4m3(sum * (448 / amax)) (UE8M0: sum / scale), rounded to nearest even.
-    //
-    // The amax of this thread's row (slab w, row half h) over fragments kF0 .. kF0 + kFrags - 1 (8 columns
-    // each), shared by the quad of lanes holding the row.
+    // e4m3 output: the recipe of ptx/convert.cuh (e4m3_scale) on the FP32 sums, per row and 128-column group.
+    // The code is straight-line from the sums to the stores (the divisions without their slow-path branch,
+    // the exact ones taken by the whole warp in the rare case they are needed), so that ptxas interleaves the
+    // rows: with a branch per row the epilogue ran row after row (NOTES.md v24).
+    using RowValues = float[kSlabs][2];  // one per row of this thread: slab w, row half h
+
+    // The amax of this thread's row (w, h) over fragments kF0 .. kF0 + kFrags - 1 (8 columns each), shared by
+    // the quad of lanes holding the row. Two chains, for latency.
     template <uint32_t kF0, uint32_t kFrags>
     __device__ __forceinline__ static float row_amax(const Sums& sum, uint32_t w, uint32_t h) {
-        float a = 0.f;
+        float a0 = 0.f, a1 = 0.f;
 #pragma unroll
-        for (uint32_t i = kF0; i < kF0 + kFrags; ++i)
-            a = fmaxf(a, fmaxf(fabsf(sum[w][i * 4 + 2 * h]), fabsf(sum[w][i * 4 + 2 * h + 1])));
+        for (uint32_t i = kF0; i < kF0 + kFrags; ++i) {
+            a0 = fmaxf(a0, fabsf(sum[w][i * 4 + 2 * h]));
+            a1 = fmaxf(a1, fabsf(sum[w][i * 4 + 2 * h + 1]));
+        }
+        float a = fmaxf(a0, a1);
         a = fmaxf(a, __shfl_xor_sync(~0u, a, 1));
         return fmaxf(a, __shfl_xor_sync(~0u, a, 2));
     }
 
-    // Row (w, h)'s fragments kF0 .. kF0 + kFrags - 1 (within one 128-column group whose amax is given) as e4m3
-    // into the output tile at `base`; the quad's first lane writes the row's scale to scale[row] if the row is
-    // below `valid` (0: no scales). A lane holds 2 bytes of a row per fragment; lanes 2j and 2j+1 swap
-    // one fragment of each pair, so that each stores 4 consecutive bytes (conflict-free through the 128-byte
-    // swizzle). Storing 2 bytes per fragment needed twice the addresses and made the contiguous kernel spill;
-    // so did a null test on `scale`.
     template <uint32_t kF0, uint32_t kFrags>
-    __device__ __forceinline__ static void write_row(const Sums& sum, uint32_t w, uint32_t h, float amax, uint32_t base,
-                                                     float* __restrict__ scale, uint32_t valid, uint32_t wg,
-                                                     uint32_t warp, uint32_t lane) {
-        static_assert(Cfg::kSwizzleD == 128 && Cfg::kAtomCols == 128, "one 128-byte swizzled atom per scale group");
-        static_assert(kF0 % 2 == 0 && kFrags % 2 == 0 && kF0 / 16 == (kF0 + kFrags - 1) / 16,
-                      "fragment pairs of one group");
-        const uint32_t q = lane % 4;
-        const bool odd = q & 1u;
-        // Byte of the row's 16-byte chunk this lane's word lands at: lanes 0, 1, 2, 3 -> 0, 8, 4, 12.
-        const uint32_t in_chunk = odd ? 8u + 2u * (q - 1u) : 2u * q;
-        const uint32_t row = (wg * kSlabs + w) * 64 + warp * 16 + h * 8 + lane / 4;
-        const float a = fmaxf(amax, 1e-4f);
-        float s, inv;
-        if constexpr (Cfg::kOutFormat == OutFormat::kE4m3Ue8m0) {
-            s = pow2_ceil(__fdiv_rn(a, 448.f));
-            inv = pow2_reciprocal(s);
-        } else {
-            s = __fdiv_rn(a, 448.f);
-            inv = __fdiv_rn(448.f, a);
-        }
-        const uint32_t row_addr = base + (kF0 / 16) * (Cfg::kBlockM * 128) + row * 128 + in_chunk;
+    __device__ __forceinline__ static void rows_amax(const Sums& sum, RowValues& amax) {
 #pragma unroll
-        for (uint32_t j = 0; j < kFrags / 2; ++j) {  // fragments i, i + 1: the row's chunk kF0 % 16 / 2 + j
-            const uint32_t i = kF0 + 2 * j;
-            const uint32_t lo = f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 2 * h], inv),
-                                                    __fmul_rn(sum[w][i * 4 + 2 * h + 1], inv));
-            const uint32_t hi = f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 4 + 2 * h], inv),
-                                                    __fmul_rn(sum[w][i * 4 + 4 + 2 * h + 1], inv));
-            const uint32_t other = __shfl_xor_sync(~0u, odd ? lo : hi, 1);
-            const uint32_t word = odd ? other | (hi << 16) : lo | (other << 16);
-            st_shared_u32(row_addr + (((kF0 % 16 / 2 + j) ^ (row % 8)) << 4), word);
-        }
-        if (q == 0 && row < valid) scale[row] = s;
+        for (uint32_t w = 0; w < kSlabs; ++w)
+#pragma unroll
+            for (uint32_t h = 0; h < 2; ++h) amax[w][h] = row_amax<kF0, kFrags>(sum, w, h);
     }
 
-    // The whole tile as e4m3, group by group and row by row; scales to scale[g * ld_scale + row].
+    // This thread's rows over fragments kF0 .. kF0 + kFrags - 1 (within one 128-column group), given each row's
+    // amax over the group, as e4m3 into the output tile at `base`: a lane holds 2 bytes of a row per fragment and
+    // stores them (the quad's 8 bytes sit in one bank pair, rows on different chunks through the 128-byte
+    // swizzle: one wavefront a store). The quad's first lane writes each row's scale to scale[row] if the row
+    // is below `valid` (0: no scales).
+    template <uint32_t kF0, uint32_t kFrags>
+    __device__ __forceinline__ static void write_rows(const Sums& sum, const RowValues& amax, uint32_t base,
+                                                      float* __restrict__ scale, uint32_t valid, uint32_t wg,
+                                                      uint32_t warp, uint32_t lane) {
+        static_assert(Cfg::kSwizzleD == 128 && Cfg::kAtomCols == 128, "one 128-byte swizzled atom per scale group");
+        static_assert(kF0 / 16 == (kF0 + kFrags - 1) / 16, "fragments of one group");
+        constexpr bool kUe8m0 = Cfg::kOutFormat == OutFormat::kE4m3Ue8m0;
+        RowValues s, inv;
+        bool fast = true;
+#pragma unroll
+        for (uint32_t w = 0; w < kSlabs; ++w)
+#pragma unroll
+            for (uint32_t h = 0; h < 2; ++h) fast = fast && e4m3_fast_ok(amax[w][h]);
+        if (__all_sync(~0u, fast)) {
+#pragma unroll
+            for (uint32_t w = 0; w < kSlabs; ++w)
+#pragma unroll
+                for (uint32_t h = 0; h < 2; ++h) e4m3_scale<kUe8m0, true>(amax[w][h], s[w][h], inv[w][h]);
+        } else {
+#pragma unroll
+            for (uint32_t w = 0; w < kSlabs; ++w)
+#pragma unroll
+                for (uint32_t h = 0; h < 2; ++h) e4m3_scale<kUe8m0, false>(amax[w][h], s[w][h], inv[w][h]);
+        }
+        // This thread's rows are row0 + 64 w + 8 h, all with row % 8 = lane / 4: 16-byte chunk c of each lies at
+        // chunk c ^ (lane / 4) of the row's 128 bytes (the swizzle), the same offset for every row.
+        const uint32_t row0 = wg * kSlabs * 64 + warp * 16 + lane / 4;
+        const uint32_t line = base + (kF0 / 16) * (Cfg::kBlockM * 128) + row0 * 128 + 2 * (lane % 4);
+        uint32_t chunk[8];
+#pragma unroll
+        for (uint32_t c = 0; c < 8; ++c) chunk[c] = line + ((c ^ (lane / 4)) << 4);
+#pragma unroll
+        for (uint32_t w = 0; w < kSlabs; ++w)
+#pragma unroll
+            for (uint32_t h = 0; h < 2; ++h)
+#pragma unroll
+                for (uint32_t i = kF0; i < kF0 + kFrags; ++i)
+                    st_shared_u16(chunk[i % 16 / 2] + (w * 64 + h * 8) * 128 + (i % 2) * 8,
+                                  f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 2 * h], inv[w][h]),
+                                                      __fmul_rn(sum[w][i * 4 + 2 * h + 1], inv[w][h])));
+#pragma unroll
+        for (uint32_t w = 0; w < kSlabs; ++w)
+#pragma unroll
+            for (uint32_t h = 0; h < 2; ++h) {
+                const uint32_t row = row0 + w * 64 + h * 8;
+                if (lane % 4 == 0 && row < valid) scale[row] = s[w][h];
+            }
+    }
+
+    // The whole tile as e4m3, group by group; scales to scale[g * ld_scale + row].
     __device__ __forceinline__ static void write_tile_fp8(const Sums& sum, uint32_t base, float* __restrict__ scale,
                                                           uint32_t ld_scale, uint32_t valid, uint32_t wg, uint32_t warp,
                                                           uint32_t lane) {
         static_for<0, Cfg::kBlockN / 128>([&](auto group) {
             constexpr uint32_t g = group.value;
-#pragma unroll
-            for (uint32_t w = 0; w < kSlabs; ++w)
-#pragma unroll
-                for (uint32_t h = 0; h < 2; ++h)
-                    write_row<g * 16, 16>(sum, w, h, row_amax<g * 16, 16>(sum, w, h), base, scale + g * ld_scale, valid,
-                                          wg, warp, lane);
+            RowValues amax;
+            rows_amax<g * 16, 16>(sum, amax);
+            write_rows<g * 16, 16>(sum, amax, base, scale + g * ld_scale, valid, wg, warp, lane);
         });
     }
 

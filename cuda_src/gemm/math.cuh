@@ -97,17 +97,13 @@ struct MathWarpgroups {
         }
         if constexpr (RingWalk<Cfg>::kAlignStages && !kWhole) loop.realign();
         CG8_MARK(kTraceMainDone);
-        float amax[Cfg::kSlabsPerWG][2];  // e4m3 output of a split tile: each row's amax over the whole tile
+        typename Out::RowValues amax;  // e4m3 output of a split tile: each row's amax over the whole tile
         if constexpr (kSplitTile) {
             Split::exchange(loop, sm.split_ready, sm.split_received, t.split - 1, split_phase);
             if constexpr (Cfg::kOutFp8) {
                 static_for<0, Cfg::kSplits>([&](auto chunk) {
-                    if (chunk.value != t.split - 1) return;
-#pragma unroll
-                    for (uint32_t w = 0; w < Cfg::kSlabsPerWG; ++w)
-#pragma unroll
-                        for (uint32_t h = 0; h < 2; ++h)
-                            amax[w][h] = Out::template row_amax<chunk.value * kChunkFrags, kChunkFrags>(loop.sum, w, h);
+                    if (chunk.value == t.split - 1)
+                        Out::template rows_amax<chunk.value * kChunkFrags, kChunkFrags>(loop.sum, amax);
                 });
                 Split::exchange_amax(loop, amax, sm.amax_inbox, sm.split_amax, t.split - 1, split_phase);
             }
@@ -141,7 +137,7 @@ struct MathWarpgroups {
     // group's last block) or columns (a split tile's chunk) may be written.
     template <bool kSplitTile>
     __device__ __forceinline__ void epilogue(Loop& loop, const Tile& t, uint32_t n0,
-                                             const float (&amax)[Cfg::kSlabsPerWG][2]) {
+                                             const typename Out::RowValues& amax) {
         const uint32_t row0 = tiles.a_row(t);
         const uint32_t m0 = t.m_block * Cfg::kBlockM;
         if constexpr (Tiles::kZeroRows) {  // rows that are no expert's
@@ -159,14 +155,9 @@ struct MathWarpgroups {
             if constexpr (kSplitTile) {  // this CTA's chunk, with the tile rows' amax; the first CTA writes the scales
                 static_assert(Cfg::kBlockN == 128, "a split tile is one scale group");
                 static_for<0, Cfg::kSplits>([&](auto chunk) {
-                    if (chunk.value != t.split - 1) return;
-#pragma unroll
-                    for (uint32_t w = 0; w < Cfg::kSlabsPerWG; ++w)
-#pragma unroll
-                        for (uint32_t h = 0; h < 2; ++h)
-                            Out::template write_row<chunk.value * kChunkFrags, kChunkFrags>(
-                                loop.sum, w, h, amax[w][h], loop.smem_d_addr, scale, chunk.value == 0 ? valid : 0u,
-                                wg, warp, lane);
+                    if (chunk.value == t.split - 1)
+                        Out::template write_rows<chunk.value * kChunkFrags, kChunkFrags>(
+                            loop.sum, amax, loop.smem_d_addr, scale, chunk.value == 0 ? valid : 0u, wg, warp, lane);
                 });
             } else {
                 Out::write_tile_fp8(loop.sum, loop.smem_d_addr, scale, ld_scale, valid, wg, warp, lane);
