@@ -125,6 +125,11 @@ EDGE_CASES = [
      "a_scale": "aligned"},
     {"name": "edge e4m3 out split K over 2, UE8M0 (64x128, M=1)", "layout": "normal", "m": 1, "n": 128, "k": 256,
      "force": (64, 128), "split_k": 2, "out_dtype": "float8_e4m3", "scale_format": "ue8m0", "a_scale": "aligned"},
+    {"name": "edge e4m3 out groups shared by CTA pairs (64x64, M=3, N=2112: a tile past N)", "layout": "normal",
+     "m": 3, "n": 2112, "k": 1040, "force": (64, 64), "group_ctas": 2, "out_dtype": "float8_e4m3", "a_scale": "aligned"},
+    {"name": "edge e4m3 out groups shared by 4 CTAs, UE8M0 (128x32, M=129, N=96)", "layout": "normal", "m": 129,
+     "n": 96, "k": 1808, "force": (128, 32), "group_ctas": 4, "out_dtype": "float8_e4m3", "scale_format": "ue8m0",
+     "a_scale": "aligned"},
     {"name": "edge e4m3 out dense M=200 (heuristic)", "layout": "normal", "m": 200, "n": 992, "k": 1040,
      "out_dtype": "float8_e4m3", "a_scale": "rowmajor"},
     {"name": "edge e4m3 out masked empty/full groups", "layout": "masked", "groups": 4, "max_m": 100, "n": 256,
@@ -190,7 +195,7 @@ def build_cases(num_sms: int, tiny: bool) -> tuple[list[dict], str]:
             cases.append(case)
             continue
         if "force" in case:   # an explicit tile shape instead of the heuristic's (split as it would split)
-            extra = {"split_k": case.pop("split_k")} if "split_k" in case else {}
+            extra = {key: case.pop(key) for key in ("split_k", "group_ctas") if key in case}
             if out_format(case) != "bfloat16":
                 extra["out_format"] = out_format(case)
             case["config"] = dataclasses.asdict(lib.make_config(

@@ -52,6 +52,8 @@ def config_type(cfg: KernelConfig) -> str:
         params += ["cg8::OutFormat::kF32Add", "cg8::ScaleB::kRow", cfg.d_atoms]
     elif cfg.out_fp8:  # bf16 leaves the default, so its sources (and cache keys) read as before
         params.append(_OUT_FORMATS[cfg.out_format])
+        if cfg.group_ctas > 1:  # CTAs sharing a scale group (the parameters before it at their defaults)
+            params += ["cg8::ScaleB::kBlock", 0, cfg.group_ctas]
     return f"cg8::GemmConfig<{', '.join(map(str, params))}>"
 
 
@@ -119,7 +121,8 @@ def cfg_str(cfg: KernelConfig) -> str:
         return (f"wgrad {cfg.layout} N={cfg.n} G={cfg.num_groups} block {cfg.block_m}x{cfg.block_n}, "
                 f"{cfg.stages} stages")
     return (f"{cfg.layout} N={cfg.n} K={cfg.k} G={cfg.num_groups} block {cfg.block_m}x{cfg.block_n}, "
-            f"{cfg.stages} stages" + (f", {cfg.out_format} out" if cfg.out_fp8 else ""))
+            f"{cfg.stages} stages" + (f", {cfg.out_format} out" if cfg.out_fp8 else "")
+            + (f", {cfg.group_ctas} CTAs a scale group" if cfg.group_ctas > 1 else ""))
 
 
 class LoadedKernel(runtime.LoadedFunction):

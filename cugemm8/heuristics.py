@@ -50,6 +50,8 @@ class KernelConfig:
     stream_b: bool = False  # B's tiles loaded evict-first in L2 (read once: decode-sized M)
     out_format: str = "bfloat16"  # one of OUT_FORMATS
     d_atoms: int = 0    # the weight gradient: atoms of its FP32 output tile held in shared memory (0: all)
+    group_ctas: int = 1  # e4m3 output, normal layout: CTAs of a cluster whose block_n-wide tiles make up one
+                         # 128-column scale group and share each row's amax (block_n * group_ctas == 128)
 
     @property
     def out_fp8(self) -> bool:
@@ -69,12 +71,12 @@ class KernelConfig:
         if self.wgrad:
             return wgrad_smem_bytes(self.block_m, self.block_n, self.stages, self.k_groups, self.swizzle_d, self.d_atoms)
         return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups, self.tail_split,
-                          self.record_slots, self.split_k, self.out_fp8)
+                          self.record_slots, self.split_k, self.out_fp8, self.group_ctas)
 
     @property
     def cluster_dims(self) -> int:
         """CTAs per cluster as launched (the grid is a multiple of it)."""
-        return max(self.splits, self.cluster)
+        return max(self.splits, self.cluster, self.group_ctas)
 
     @property
     def splits(self) -> int:
@@ -117,23 +119,25 @@ def ceil_div(a: int, b: int) -> int:
 
 
 def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: int = 0,
-               tail_split: bool = False, record_slots: int = 0, split_k: int = 1, out_fp8: bool = False) -> int:
+               tail_split: bool = False, record_slots: int = 0, split_k: int = 1, out_fp8: bool = False,
+               group_ctas: int = 1) -> int:
     """Bytes of the kernel's shared-memory map (cuda_src/gemm/smem.cuh; every rendered kernel asserts the
     two agree): the D tile, or a split tile's inbox where larger; per stage A, B and A's scales; the
     tile's B scales (every k-block, one or two scale rows, 16-byte rounded); the masked layout's rows and
     running tile totals per group, or the contiguous layout's ring of tile records (16-byte rounded);
-    2 barriers a stage, 2 more for split tiles, 2 per record slot; a split tile with e4m3 output adds its
-    peers' row amax and their barrier."""
+    2 barriers a stage, 2 more for split tiles (or CTAs sharing a scale group), 2 per record slot; with
+    e4m3 output those add their peers' row amax and its barrier."""
     splits = 2 if tail_split else split_k
+    peers = splits if splits > 1 else group_ctas   # CTAs of a cluster that exchange (kExchangeCtas)
     inbox = (splits - 1) * block_m * (block_n // splits) * 4
     sb_rows = 1 if 128 % block_n == 0 else 2
     sb = -(-(ceil_div(k, BLOCK_K) * sb_rows * 4) // 16) * 16
     rows = -(-(masked_groups * 8) // 16) * 16
     if record_slots:  # records of one id per 64-row slab and one bit per row, and their barriers
         rows = -(-(record_slots * (block_m // 64 + block_m // 32) * 4) // 16) * 16 + record_slots * 16
-    amax = (splits - 1) * block_m * 4 + 8 if out_fp8 and splits > 1 else 0
+    amax = (peers - 1) * block_m * 4 + 8 if out_fp8 and peers > 1 else 0
     return (max(block_m * block_n * 2, inbox) + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16)
-            + sb + rows + (16 if splits > 1 else 0) + amax)
+            + sb + rows + (16 if peers > 1 else 0) + amax)
 
 
 def can_split_tail(block_n: int, k: int) -> bool:
@@ -157,8 +161,9 @@ def swizzle_for(block_n: int, out_bytes: int = 2) -> int:
 
 
 def fp8_out_ok(block_n: int) -> bool:
-    """What e4m3 output needs of a tile (config.cuh): each 128-column scale group within one tile, so that
-    its amax is taken there (a split tile's CTAs share theirs: split.cuh)."""
+    """What e4m3 output needs of a tile (config.cuh), unless CTAs share a scale group (can_share_group): each
+    128-column scale group within one tile, so that its amax is taken there (a split tile's CTAs share
+    theirs: split.cuh)."""
     return block_n % 128 == 0
 
 
@@ -172,31 +177,43 @@ def block_n_candidates(block_m: int) -> list[int]:
 
 
 def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0, tail_split: bool = False,
-            record_slots: int = 0, split_k: int = 1, out_fp8: bool = False) -> int:
+            record_slots: int = 0, split_k: int = 1, out_fp8: bool = False, group_ctas: int = 1) -> int:
     limit = min(MAX_STAGES, max(1, ceil_div(ceil_div(k, BLOCK_K), split_k)))  # a CTA's k-blocks fill the ring
     for s in range(limit, 0, -1):
         if smem_bytes(block_m, block_n, s, k, masked_groups, tail_split, record_slots, split_k,
-                      out_fp8) <= SMEM_CAPACITY:
+                      out_fp8, group_ctas) <= SMEM_CAPACITY:
             return s
     return 0
 
 
 def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, block_n: int,
                 cluster: int = 1, tail_split: bool | None = None, split_k: int = 1,
-                stream_b: bool = False, out_format: str = "bfloat16") -> KernelConfig:
+                stream_b: bool = False, out_format: str = "bfloat16", group_ctas: int = 1) -> KernelConfig:
     """The configuration of one tile shape as the heuristic builds it (most stages that fit, one math
     warpgroup per 64-row tile, the widest output swizzle, the masked split where it pays, unless
     `tail_split` says otherwise; never with e4m3 output): for the heuristic itself, and for sweeps and
-    tools that name a tile."""
+    tools that name a tile. `group_ctas` > 1 (e4m3 output, normal layout, unsplit): that many CTAs of a
+    cluster hold a 128-column scale group's tiles (can_share_group)."""
     fp8 = out_format != "bfloat16"  # e4m3 output: swizzle of its 1-byte rows
+    if group_ctas != 1 and not (fp8 and layout == "normal" and can_share_group(block_n, group_ctas)
+                                and split_k == 1 and cluster == 1):
+        raise ValueError(f"group_ctas={group_ctas} needs e4m3 output, the normal layout, no split or multicast and "
+                         f"block_n * group_ctas == 128 (group_ctas 2 or 4); got {out_format}, {layout}, "
+                         f"split_k={split_k}, cluster={cluster}, block_n={block_n}")
     if tail_split is None:
         tail_split = cluster == 1 and split_k == 1 and tail_split_for(layout, block_n, k)
     stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split,
-                     record_slots_for(layout), split_k, fp8)
+                     record_slots_for(layout), split_k, fp8, group_ctas)
     return KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=block_m, block_n=block_n,
                         stages=stages, num_math_wg=1 if block_m == 64 else 2,
                         swizzle_d=swizzle_for(block_n, 1 if fp8 else 2), cluster=cluster, tail_split=tail_split,
-                        split_k=split_k, stream_b=stream_b, out_format=out_format)
+                        split_k=split_k, stream_b=stream_b, out_format=out_format, group_ctas=group_ctas)
+
+
+def can_share_group(block_n: int, group_ctas: int) -> bool:
+    """What CTAs sharing an e4m3 scale group need (cuda_src/gemm/config.cuh, kGroupCtas): 2 or 4 of them,
+    whose tiles make up the group's 128 columns."""
+    return group_ctas in (2, 4) and block_n * group_ctas == 128
 
 
 def can_split_k(block_n: int, k: int, split_k: int) -> bool:
@@ -273,6 +290,10 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
     assert best is not None
     config, tiles = best[1], best[2]
     if layout == "normal" and m <= DECODE_M:
+        if fp8:
+            shared = _shared_group_plan(m, n, k, num_sms, out_format)
+            if shared is not None:
+                return shared
         return _decode_plan(m, n, k, num_sms, config, tiles, out_format)
     # Grouped decode (masked: at most 64 expected rows a group; contiguous: at most one 64-row segment an
     # expert on average): each group's weights are read once. Evict-first paid with 8 groups (masked 0.91-0.99x
@@ -346,6 +367,23 @@ def _decode_plan(m: int, n: int, k: int, num_sms: int, wave_config: KernelConfig
     if m >= 64 and FULL_WAVE * num_sms <= wave_tiles <= num_sms and wave_config.block_n >= 32:
         return _plan(dataclasses.replace(wave_config, stream_b=True), wave_tiles, num_sms)
     return _model_plan(m, n, k, num_sms, out_format)
+
+
+def _shared_group_plan(m: int, n: int, k: int, num_sms: int, out_format: str) -> LaunchPlan | None:
+    """e4m3 output at decode-sized M: bf16's pick where its tiles are narrower than a scale group (64 or 32
+    wide) and unsplit, with the group's 2 or 4 CTAs in a cluster sharing each row's amax, if those clusters
+    fit on the SMs at once (pairs: every SM; clusters of 4: 120 of 132). Elsewhere None: the 128-wide rules.
+    With 128-wide tiles these shapes took up to 1.17x bf16's time (NOTES.md v24)."""
+    bf16 = choose("normal", m, n, k, 1, num_sms).config
+    group_ctas = 128 // bf16.block_n
+    if bf16.split_k != 1 or not can_share_group(bf16.block_n, group_ctas):
+        return None
+    config = make_config("normal", n, k, 1, bf16.block_m, bf16.block_n, stream_b=bf16.stream_b,
+                         out_format=out_format, group_ctas=group_ctas)
+    tiles = ceil_div(m, config.block_m) * ceil_div(config.num_n_blocks, group_ctas) * group_ctas
+    if tiles > cluster_capacity(group_ctas, num_sms) or config.stages < min(2, ceil_div(k, BLOCK_K)):
+        return None
+    return _plan(config, tiles, num_sms)
 
 
 def _model_plan(m: int, n: int, k: int, num_sms: int, out_format: str = "bfloat16") -> LaunchPlan:

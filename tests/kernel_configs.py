@@ -73,7 +73,14 @@ def fp8_out_configs():
         for bm, split, n, k in ((64, 2, 208, 1040), (64, 4, 512, 1808), (64, 8, 1008, 7168), (128, 2, 384, 3008),
                                 (128, 4, 256, 1040)):
             configs.add(heuristics.make_config("normal", n, k, 1, bm, 128, split_k=split, stream_b=True, out_format=fmt))
+        # CTAs sharing a scale group (tests/gpu/test_fp8_out.py::test_group_shared_fp8_out).
+        for bm, bn, n, k in GROUP_SHARED:
+            configs.add(heuristics.make_config("normal", n, k, 1, bm, bn, stream_b=True, out_format=fmt,
+                                               group_ctas=128 // bn))
     return configs
+
+
+GROUP_SHARED = ((64, 64, 2112, 1040), (64, 64, 1008, 2048), (128, 64, 384, 256), (64, 32, 208, 512), (128, 32, 96, 1808))
 
 
 CONFIGS = picked_configs()

@@ -29,7 +29,8 @@ constexpr uint32_t kSlabRows = 64;   // rows of one wgmma (m64): a slab, the uni
 template <Layout kLayout_, uint32_t kShapeN_, uint32_t kShapeK_, uint32_t kNumGroups_, uint32_t kBlockM_,
           uint32_t kBlockN_, uint32_t kStages_, uint32_t kNumMathWG_, uint32_t kSwizzleD_, uint32_t kRasterGroup_,
           uint32_t kMulticast_, bool kTailSplit_, uint32_t kRecordSlots_, uint32_t kSplitK_, bool kStreamB_,
-          OutFormat kOutFormat_ = OutFormat::kBf16, ScaleB kScaleB_ = ScaleB::kBlock, uint32_t kTileAtoms_ = 0>
+          OutFormat kOutFormat_ = OutFormat::kBf16, ScaleB kScaleB_ = ScaleB::kBlock, uint32_t kTileAtoms_ = 0,
+          uint32_t kGroupCtas_ = 1>
 struct GemmConfig {
     static constexpr Layout kLayout = kLayout_;
     static constexpr uint32_t kShapeN = kShapeN_;
@@ -62,11 +63,17 @@ struct GemmConfig {
     static constexpr bool kRowScalesB = kScaleB == ScaleB::kRow;
     // CTAs a split tile's k-blocks are divided over (1: tiles are not split).
     static constexpr uint32_t kSplits = kTailSplit ? 2 : kSplitK;
+    // e4m3 output in tiles narrower than a scale group (normal layout, decode-sized M): the kGroupCtas CTAs of
+    // a cluster hold the adjacent kBlockN-wide tiles of one 128-column group and share each row's amax through
+    // distributed shared memory (split.cuh), so e4m3 output can take the narrow tiles bf16 picks.
+    static constexpr uint32_t kGroupCtas = kGroupCtas_;
+    // CTAs of a cluster that exchange partial sums or row amax (1: none).
+    static constexpr uint32_t kExchangeCtas = kSplits > 1 ? kSplits : kGroupCtas;
 
     // ------------------------------------------------------------------ threads
     static constexpr uint32_t kMathThreads = 128 * kNumMathWG;
     static constexpr uint32_t kThreads = kMathThreads + 128;  // + the producer warpgroup
-    static constexpr uint32_t kClusterDims = kSplits > 1 ? kSplits : kMulticast;  // CTAs per cluster as launched
+    static constexpr uint32_t kClusterDims = kExchangeCtas > 1 ? kExchangeCtas : kMulticast;  // CTAs per cluster as launched
     static constexpr uint32_t kMulticastRows = kBlockM / kMulticast;  // A rows each CTA of a pair loads
 
     // ------------------------------------------------------------------ tiles
@@ -107,10 +114,15 @@ struct GemmConfig {
                   "a split tile needs a k-block and a column chunk of whole 8-column fragments per CTA");
     // An e4m3 output's scale group (128 columns) must lie in one tile: its amax is taken there (a split
     // tile's CTAs share their chunks' row amax, split.cuh), and a split chunk is whole 16-byte units.
-    static_assert(!kOutFp8 || (kBlockN % 128 == 0 && (kSplits == 1 || kBlockN == 128) &&
-                               (kBlockN / kSplits) % 16 == 0 && kSwizzleD == 128),
-                  "e4m3 output needs BLOCK_N a multiple of 128 (128 when split), 16-byte split chunks and the "
-                  "128-byte output swizzle");
+    static_assert(!kOutFp8 || ((kBlockN % 128 == 0 || kBlockN * kGroupCtas == 128) && (kSplits == 1 || kBlockN == 128) &&
+                               (kBlockN / kSplits) % 16 == 0 && kAtomCols == (kBlockN < 128 ? kBlockN : 128) &&
+                               kSwizzleD == kAtomBytes),
+                  "e4m3 output needs BLOCK_N a multiple of 128 (128 when split) or a group's share, 16-byte split "
+                  "chunks, and one swizzled atom per group (or share)");
+    static_assert(kGroupCtas == 1 || (kOutFp8 && kLayout == Layout::kNormal && kSplits == 1 && kMulticast == 1 &&
+                                      kBlockN * kGroupCtas == 128 && kGroupCtas <= 4),
+                  "CTAs sharing a scale group: e4m3 output of the normal layout, unsplit, 2 or 4 of them, their tiles "
+                  "making up 128 columns");
     // The weight gradient: row scales of B, K at run time and FP32 output go together; its tiles are one slab
     // per warpgroup (registers: sums, one accumulator, B's column scales), unsplit and without multicast.
     static_assert(kRowScalesB == kOutF32 && kRowScalesB == kRuntimeK && ((kLayout == Layout::kKGrouped) <= kRuntimeK),

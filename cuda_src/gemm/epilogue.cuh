@@ -94,18 +94,19 @@ struct Epilogue {
             for (uint32_t h = 0; h < 2; ++h) amax[w][h] = row_amax<kF0, kFrags>(sum, w, h);
     }
 
-    // This thread's rows over fragments kF0 .. kF0 + kFrags - 1 (within one 128-column group), given each row's
-    // amax over the group, as e4m3 into the output tile at `base`: a lane holds 2 bytes of a row per fragment and
-    // stores them (the quad's 8 bytes sit in one bank pair, rows on different chunks through the 128-byte
-    // swizzle: one wavefront a store). The quad's first lane writes each row's scale to scale[row] if the row
-    // is below `valid` (0: no scales).
+    // This thread's rows over fragments kF0 .. kF0 + kFrags - 1 (within one 128-column group, in one atom of
+    // the tile), given each row's amax over the group, as e4m3 into the output tile at `base`: a lane holds
+    // 2 bytes of a row per fragment and stores them (the quad's 8 bytes sit in one bank pair, rows on different
+    // chunks through the swizzle: one wavefront a store). The quad's first lane writes each row's scale to
+    // scale[row] if the row is below `valid` (0: no scales).
     template <uint32_t kF0, uint32_t kFrags>
     __device__ __forceinline__ static void write_rows(const Sums& sum, const RowValues& amax, uint32_t base,
                                                       float* __restrict__ scale, uint32_t valid, uint32_t wg,
                                                       uint32_t warp, uint32_t lane) {
-        static_assert(Cfg::kSwizzleD == 128 && Cfg::kAtomCols == 128, "one 128-byte swizzled atom per scale group");
-        static_assert(kF0 / 16 == (kF0 + kFrags - 1) / 16, "fragments of one group");
+        static_assert(Cfg::kOutBytes == 1 && Cfg::kSwizzleD == Cfg::kAtomBytes, "one swizzled atom of e4m3 a row");
+        static_assert(kF0 * 8 / Cfg::kAtomCols == ((kF0 + kFrags) * 8 - 1) / Cfg::kAtomCols, "fragments of one atom");
         constexpr bool kUe8m0 = Cfg::kOutFormat == OutFormat::kE4m3Ue8m0;
+        constexpr uint32_t kAtomCol0 = kF0 * 8 / Cfg::kAtomCols * Cfg::kAtomCols, kChunks = Cfg::kAtomBytes / 16;
         RowValues s, inv;
         bool fast = true;
 #pragma unroll
@@ -123,20 +124,19 @@ struct Epilogue {
 #pragma unroll
                 for (uint32_t h = 0; h < 2; ++h) e4m3_scale<kUe8m0, false>(amax[w][h], s[w][h], inv[w][h]);
         }
-        // This thread's rows are row0 + 64 w + 8 h, all with row % 8 = lane / 4: 16-byte chunk c of each lies at
-        // chunk c ^ (lane / 4) of the row's 128 bytes (the swizzle), the same offset for every row.
+        // This thread's rows are row0 + 64 w + 8 h: 64 w + 8 h rows are a multiple of 256 bytes, past the
+        // swizzle's bits, so each 16-byte chunk of the row lies at the same swizzled place in every one of them.
         const uint32_t row0 = wg * kSlabs * 64 + warp * 16 + lane / 4;
-        const uint32_t line = base + (kF0 / 16) * (Cfg::kBlockM * 128) + row0 * 128 + 2 * (lane % 4);
-        uint32_t chunk[8];
+        uint32_t chunk[kChunks];
 #pragma unroll
-        for (uint32_t c = 0; c < 8; ++c) chunk[c] = line + ((c ^ (lane / 4)) << 4);
+        for (uint32_t c = 0; c < kChunks; ++c) chunk[c] = tile_addr(base, row0, kAtomCol0 + c * 16) + 2 * (lane % 4);
 #pragma unroll
         for (uint32_t w = 0; w < kSlabs; ++w)
 #pragma unroll
             for (uint32_t h = 0; h < 2; ++h)
 #pragma unroll
                 for (uint32_t i = kF0; i < kF0 + kFrags; ++i)
-                    st_shared_u16(chunk[i % 16 / 2] + (w * 64 + h * 8) * 128 + (i % 2) * 8,
+                    st_shared_u16(chunk[i * 8 % Cfg::kAtomCols / 16] + (w * 64 + h * 8) * Cfg::kAtomBytes + (i % 2) * 8,
                                   f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 2 * h], inv[w][h]),
                                                       __fmul_rn(sum[w][i * 4 + 2 * h + 1], inv[w][h])));
 #pragma unroll

@@ -39,8 +39,8 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
         if constexpr (Cfg::kRowScalesB) tma_prefetch_map(&tmap_sb);
         init_stage_barriers<Cfg>(sm.full, sm.empty);
         Tiles::init_barriers(sm.ring_barriers);
-        if constexpr (Cfg::kSplits > 1) {
-            mbar_init(sm.split_ready, Cfg::kSplits - 1);  // every peer's arrival
+        if constexpr (Cfg::kExchangeCtas > 1) {
+            mbar_init(sm.split_ready, Cfg::kExchangeCtas - 1);  // every peer's arrival
             mbar_init(sm.split_received, 1);              // this CTA's expect_tx, then the peers' bytes
             if constexpr (Cfg::kOutFp8) mbar_init(sm.split_amax, 1);  // likewise, for the row amax
         }
@@ -57,7 +57,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
         cluster_sync();
     } else {
         __syncthreads();
-        if constexpr (Cfg::kSplits > 1) cluster_sync_relaxed();
+        if constexpr (Cfg::kExchangeCtas > 1) cluster_sync_relaxed();
     }
     Tiles::finish_layout(sm.words, k);
     const uint32_t cta_rank = Cfg::kClusterDims > 1 ? cluster_ctarank() : 0;

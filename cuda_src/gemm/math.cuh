@@ -74,8 +74,8 @@ struct MathWarpgroups {
             if constexpr (!Cfg::kRowScalesB)  // 1x128 B scales come with each stage instead
                 stage_b_scales<kSplitTile>(first_pass, group, n0, loop.store_thread);
             CG8_MARK(kTraceStaged);
-            if constexpr (kSplitTile)
-                Split::signal_ready(sm.split_ready, sm.split_received, sm.split_amax, t.split - 1);
+            if constexpr (kSplitTile) Split::signal_ready(sm.split_ready, sm.split_received, sm.split_amax, t.split - 1);
+            else if constexpr (kGroupShared) Split::signal_ready(sm.split_ready, sm.split_received, sm.split_amax, group_rank());
             if (first_pass) fetch_next();
             CG8_MARK(kTraceLoop);
             constexpr bool kRanged = kSplitTile || Cfg::kRuntimeK;  // the tile says which k-blocks
@@ -105,8 +105,15 @@ struct MathWarpgroups {
                     if (chunk.value == t.split - 1)
                         Out::template rows_amax<chunk.value * kChunkFrags, kChunkFrags>(loop.sum, amax);
                 });
-                Split::exchange_amax(loop, amax, sm.amax_inbox, sm.split_amax, t.split - 1, split_phase);
+                Split::template exchange_amax<false>(loop, amax, sm.split_ready, sm.amax_inbox, sm.split_amax,
+                                                     t.split - 1, split_phase);
             }
+            split_phase ^= 1;
+            CG8_MARK(kTraceExchanged);
+        } else if constexpr (kGroupShared) {  // each row's amax over the group's tiles
+            Out::template rows_amax<0, Cfg::kBlockN / 8>(loop.sum, amax);
+            Split::template exchange_amax<true>(loop, amax, sm.split_ready, sm.amax_inbox, sm.split_amax, group_rank(),
+                                                split_phase);
             split_phase ^= 1;
             CG8_MARK(kTraceExchanged);
         }
@@ -116,6 +123,10 @@ struct MathWarpgroups {
 
     // A split tile's column chunk (split.cuh): its 8-column fragments.
     static constexpr uint32_t kChunkFrags = Cfg::kBlockN / 8 / Cfg::kSplits;
+    // e4m3 tiles narrower than a scale group, whose row amax the group's CTAs share (kGroupCtas).
+    static constexpr bool kGroupShared = Cfg::kGroupCtas > 1;
+    // This CTA's place among them: its tile is the group's rank-th (the cluster's CTAs are consecutive in x).
+    __device__ __forceinline__ static uint32_t group_rank() { return blockIdx.x % Cfg::kGroupCtas; }
 
     // The pass's B scales into shared memory, once: a global load per k-block would put an L2 round trip
     // on every k-block of small tiles. Every math thread is past the previous tile's main loop (the
@@ -159,6 +170,9 @@ struct MathWarpgroups {
                         Out::template write_rows<chunk.value * kChunkFrags, kChunkFrags>(
                             loop.sum, amax, loop.smem_d_addr, scale, chunk.value == 0 ? valid : 0u, wg, warp, lane);
                 });
+            } else if constexpr (kGroupShared) {  // the group's first CTA writes the scales
+                Out::template write_rows<0, Cfg::kBlockN / 8>(loop.sum, amax, loop.smem_d_addr, scale,
+                                                              group_rank() == 0 ? valid : 0u, wg, warp, lane);
             } else {
                 Out::write_tile_fp8(loop.sum, loop.smem_d_addr, scale, ld_scale, valid, wg, warp, lane);
             }

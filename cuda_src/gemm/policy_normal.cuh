@@ -1,6 +1,9 @@
 // The normal layout's tiles: one GEMM of M rows, rasterized for L2 reuse. With split K (kSplitK > 1) each
-// cluster of kSplitK CTAs walks the tiles as one, each CTA taking its share of every tile's k-blocks. With K
-// at run time (the weight gradient) every tile takes all ceil(K / 128) k-blocks.
+// cluster of kSplitK CTAs walks the tiles as one, each CTA taking its share of every tile's k-blocks. With
+// CTAs sharing a scale group (kGroupCtas > 1) each cluster walks the 128-column groups, each CTA taking its
+// tile of every group (a group's last tiles may lie past N: they run on zeros and store nothing, so that
+// every CTA of the cluster takes part in the amax exchange). With K at run time (the weight gradient) every
+// tile takes all ceil(K / 128) k-blocks.
 #pragma once
 #include "tile.cuh"
 
@@ -16,6 +19,10 @@ struct NormalTiles : WholeTiles<Cfg> {
     static constexpr StageWalk kStageWalk = StageWalk::kStageAligned;  // NOTES.md v11, v15
     static constexpr uint32_t kSmemWordBytes = 0;
 
+    // What a cluster walks: tiles, or with CTAs sharing a scale group, the groups' columns of tiles.
+    static constexpr uint32_t kClusterCtas = Cfg::kSplitK * Cfg::kGroupCtas;
+    static constexpr uint32_t kWalkNBlocks = (Cfg::kNumNBlocks + Cfg::kGroupCtas - 1) / Cfg::kGroupCtas;
+
     uint32_t m;             // rows of A
     uint32_t num_m_blocks;
     uint32_t tile_idx;
@@ -25,21 +32,22 @@ struct NormalTiles : WholeTiles<Cfg> {
         : m(m_) {
         num_m_blocks = (m + Cfg::kBlockM - 1) / Cfg::kBlockM;
         if constexpr (Cfg::kRuntimeK) num_k_blocks = (k + kBlockK - 1) / kBlockK;
-        tile_idx = blockIdx.x / Cfg::kSplitK;  // the cluster's first tile (a cluster's CTAs are consecutive in x)
+        tile_idx = blockIdx.x / kClusterCtas;  // the cluster's first tile (a cluster's CTAs are consecutive in x)
     }
 
     __device__ __forceinline__ static void load_layout(const int32_t*, int32_t*, uint32_t, uint32_t) {}
     __device__ __forceinline__ static void finish_layout(int32_t*, uint32_t) {}
 
     __device__ __forceinline__ bool next(Tile& t) {
-        if (tile_idx >= num_m_blocks * Cfg::kNumNBlocks) return false;
-        raster<Cfg>(tile_idx, num_m_blocks, t.m_block, t.n_block);
+        if (tile_idx >= num_m_blocks * kWalkNBlocks) return false;
+        raster<Cfg, kWalkNBlocks>(tile_idx, num_m_blocks, t.m_block, t.n_block);
+        if constexpr (Cfg::kGroupCtas > 1) t.n_block = t.n_block * Cfg::kGroupCtas + blockIdx.x % Cfg::kGroupCtas;
         t.rows = m;
         t.group = 0;
         t.passes = 1;
         if constexpr (Cfg::kSplitK > 1) t.split = 1 + blockIdx.x % Cfg::kSplitK;  // 1 + the rank in the cluster
         if constexpr (Cfg::kRuntimeK) t.kb0 = 0, t.kb1 = num_k_blocks;
-        tile_idx += gridDim.x / Cfg::kSplitK;
+        tile_idx += gridDim.x / kClusterCtas;
         return true;
     }
 

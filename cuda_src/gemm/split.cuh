@@ -6,7 +6,8 @@
 //
 // The inbox overlays the output tile (smem.cuh): a slot per sending peer, per 16-byte vector of the
 // chunk, per math thread. Used by the masked layout's split last wave (two CTAs) and the normal layout's
-// split K (kSplitK CTAs).
+// split K (kSplitK CTAs). With e4m3 output the CTAs then share each row's amax; CTAs sharing a scale group
+// (kGroupCtas, unsplit) share only that.
 #pragma once
 #include "config.cuh"
 #include "smem.cuh"
@@ -31,17 +32,18 @@ struct SplitExchange {
         if (store_thread) bulk_wait_group_read();
     }
 
-    // With e4m3 output, each peer's amax of every row of the tile (over its chunk).
-    static constexpr uint32_t kAmaxBytes = (kSplits - 1) * Cfg::kBlockM * 4;
+    // With e4m3 output, each peer's amax of every row of the tile (over its chunk, or its tile).
+    static constexpr uint32_t kPeers = Cfg::kExchangeCtas;
+    static constexpr uint32_t kAmaxBytes = (kPeers - 1) * Cfg::kBlockM * 4;
 
     // After the staging barrier: the bytes to expect, then tell every peer it may send.
     __device__ __forceinline__ static void signal_ready(uint64_t* ready, uint64_t* received, uint64_t* amax_received,
                                                         uint32_t rank) {
         if (threadIdx.x == 0) {
-            mbar_arrive_expect_tx(received, kInboxBytes);
+            if constexpr (kSplits > 1) mbar_arrive_expect_tx(received, kInboxBytes);
             if constexpr (Cfg::kOutFp8) mbar_arrive_expect_tx(amax_received, kAmaxBytes);
 #pragma unroll
-            for (uint32_t peer = 0; peer < kSplits; ++peer)
+            for (uint32_t peer = 0; peer < kPeers; ++peer)
                 if (peer != rank) mbar_arrive_cluster(ready, peer);
         }
     }
@@ -99,19 +101,21 @@ struct SplitExchange {
         });
     }
 
-    // e4m3 output, after the exchange: `amax` holds, per slab and row half, the amax of this thread's row over
-    // this CTA's chunk (shared by the quad); it comes back as the amax over the whole tile row. The quad's
-    // first lane sends it to every peer's inbox (slot of this sender, the row); max is order-free, so the
-    // result is the same whichever peer answers first. The inbox is reused by the next split tile only after
+    // e4m3 output, after the exchange (kSplits > 1; CTAs sharing a scale group have none, and first wait for
+    // their peers' `ready`: kWaitReady): `amax` holds, per slab and row half, the amax of this thread's row over
+    // this CTA's chunk or tile (shared by the quad); it comes back as the amax over the whole group's row. The
+    // quad's first lane sends it to every peer's inbox (slot of this sender, the row); max is order-free, so
+    // the result is the same whichever peer answers first. The inbox is reused by the next tile only after
     // its `ready`, which a peer signals after this tile's epilogue.
-    template <class Loop>
+    template <bool kWaitReady, class Loop>
     __device__ __forceinline__ static void exchange_amax(Loop& loop, float (&amax)[Cfg::kSlabsPerWG][2],
-                                                         float* inbox, uint64_t* amax_received, uint32_t rank,
-                                                         uint32_t phase) {
+                                                         uint64_t* ready, float* inbox, uint64_t* amax_received,
+                                                         uint32_t rank, uint32_t phase) {
         const uint32_t row0 = loop.wg * Cfg::kSlabsPerWG * 64 + loop.warp * 16 + loop.lane / 4;
+        if constexpr (kWaitReady) mbar_wait(loop.shared(ready), phase);
         if (loop.lane % 4 == 0) {
 #pragma unroll
-            for (uint32_t peer = 0; peer < kSplits; ++peer) {
+            for (uint32_t peer = 0; peer < kPeers; ++peer) {
                 if (peer == rank) continue;
                 const uint32_t q = rank < peer ? rank : rank - 1;  // the peer has no slot for itself
                 const uint32_t to = map_shared_rank(loop.shared(inbox + q * Cfg::kBlockM), peer);
@@ -124,7 +128,7 @@ struct SplitExchange {
         }
         mbar_wait(loop.shared(amax_received), phase);
 #pragma unroll
-        for (uint32_t q = 0; q + 1 < kSplits; ++q)
+        for (uint32_t q = 0; q + 1 < kPeers; ++q)
 #pragma unroll
             for (uint32_t w = 0; w < Cfg::kSlabsPerWG; ++w)
 #pragma unroll

@@ -75,14 +75,14 @@ struct WholeTiles {
     __device__ __forceinline__ bool store_by_threads(const Tile&) const { return false; }
 };
 
-// Rasterize `local` over (m_blocks x kNumNBlocks): bands of kRasterGroup n-blocks, m-blocks within a
-// band, so a wave of CTAs shares both A and B tiles in L2.
-template <class Cfg>
+// Rasterize `local` over (m_blocks x kNBlocks): bands of kRasterGroup n-blocks, m-blocks within a band, so a
+// wave of CTAs shares both A and B tiles in L2.
+template <class Cfg, uint32_t kNBlocks = Cfg::kNumNBlocks>
 __device__ __forceinline__ void raster(uint32_t local, uint32_t m_blocks, uint32_t& mb, uint32_t& nb) {
     const uint32_t per_band = Cfg::kRasterGroup * m_blocks;
     const uint32_t band = local / per_band;
     const uint32_t first_n = band * Cfg::kRasterGroup;
-    const uint32_t width = min(Cfg::kRasterGroup, Cfg::kNumNBlocks - first_n);
+    const uint32_t width = min(Cfg::kRasterGroup, kNBlocks - first_n);
     const uint32_t r = local - band * per_band;
     mb = r / width;
     nb = first_n + r % width;

@@ -75,7 +75,7 @@ def _group_max(x):
 @pytest.mark.parametrize("scale_format", FORMATS)
 @pytest.mark.parametrize("m,n,k", [(1, 128, 128), (64, 2112, 7168), (200, 1000 - 8, 1040), (4096, 7168, 2048),
                                    (129, 4096, 512), (3000, 256, 7168), (7, 16, 112), (1, 256, 7168),
-                                   (128, 2112, 7168), (3, 1024, 4096)])
+                                   (128, 2112, 7168), (3, 1024, 4096), (64, 7168, 2048), (128, 7168, 2048)])
 def test_matmul_fp8_out(m, n, k, scale_format):
     _, _, a, sa, b, sb = make_dense(m, n, k, seed=m + n + k)
     q, s = cugemm8.matmul(a, sa, b, sb, out_dtype="float8_e4m3", scale_format=scale_format)
@@ -106,6 +106,25 @@ def test_split_k_fp8_out(bm, split, m, n, k, scale_format):
     fmt = "float8_e4m3" if scale_format == "float32" else "float8_e4m3_ue8m0"
     cfg = heuristics.make_config("normal", n, k, 1, bm, 128, split_k=split, stream_b=True, out_format=fmt)
     _, _, a, sa, b, sb = make_dense(m, n, k, seed=bm + split + m)
+    sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
+    q, s = cupy.full((m, n), 0x7F, dtype=cupy.uint8), cugemm8.empty_scale((m, -(-n // 128)))
+    run = fp8_gemm.bind(cfg, a, sa, b, sb, q, out_scale=s)
+    run()
+    check_fp8(q, s, reference_product(a, sa, b, sb), scale_format)
+    q1, s1 = q.copy(), s.copy()
+    run()
+    assert bool((q1 == q).all()) and bool((s1.view(cupy.uint32) == s.view(cupy.uint32)).all()), "not repeatable"
+
+
+@pytest.mark.parametrize("scale_format", FORMATS)
+@pytest.mark.parametrize("bm,bn,m,n,k", [(64, 64, 3, 2112, 1040), (64, 64, 64, 1008, 2048), (128, 64, 100, 384, 256),
+                                         (64, 32, 1, 208, 512), (128, 32, 129, 96, 1808)])
+def test_group_shared_fp8_out(bm, bn, m, n, k, scale_format):
+    """e4m3 output in tiles narrower than a scale group: the group's CTAs (a cluster) share each row's amax
+    (groups whose last tiles lie past N, partial tiles, partial k-blocks); bitwise the same on a repeat."""
+    fmt = "float8_e4m3" if scale_format == "float32" else "float8_e4m3_ue8m0"
+    cfg = heuristics.make_config("normal", n, k, 1, bm, bn, stream_b=True, out_format=fmt, group_ctas=128 // bn)
+    _, _, a, sa, b, sb = make_dense(m, n, k, seed=bm + bn + m)
     sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
     q, s = cupy.full((m, n), 0x7F, dtype=cupy.uint8), cugemm8.empty_scale((m, -(-n // 128)))
     run = fp8_gemm.bind(cfg, a, sa, b, sb, q, out_scale=s)

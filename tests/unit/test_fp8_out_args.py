@@ -104,7 +104,11 @@ def test_fp8_out_devices():
 def test_fp8_out_tiles(layout, m, n, k, g, fmt):
     cfg = heuristics.choose(layout, m, n, k, g, 132, fmt).config
     assert cfg.out_format == fmt and cfg.out_fp8
-    assert cfg.block_n % 128 == 0 and cfg.swizzle_d == 128
+    if cfg.group_ctas == 1:
+        assert cfg.block_n % 128 == 0 and cfg.swizzle_d == 128
+    else:  # narrower tiles whose CTAs share the scale group
+        assert heuristics.can_share_group(cfg.block_n, cfg.group_ctas) and cfg.swizzle_d == cfg.block_n
+        assert layout == "normal" and cfg.splits == 1 and cfg.cluster_dims == cfg.group_ctas
     assert cfg.splits == 1 or (cfg.block_n == 128 and heuristics.can_split_k(cfg.block_n, k, cfg.splits))
     # split K (decode) and the masked split tail as bf16 has them, over the tiles e4m3 can use
     if layout == "masked":
@@ -112,6 +116,49 @@ def test_fp8_out_tiles(layout, m, n, k, g, fmt):
     assert cfg.smem_bytes <= heuristics.SMEM_CAPACITY
     # bf16 picks are untouched by the option
     assert heuristics.choose(layout, m, n, k, g, 132).config.out_format == "bfloat16"
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 7168, 2048), (64, 7168, 2048), (64, 7168, 16384), (128, 7168, 2048),
+                                   (64, 4096, 7168), (128, 4096, 7168), (64, 2112, 7168), (128, 2112, 7168)])
+@pytest.mark.parametrize("sms", [132, 114, 78])
+def test_fp8_out_shares_groups_where_bf16_picks_narrow_unsplit_tiles(m, n, k, sms):
+    """At decode-sized M, e4m3 takes bf16's pick where it is 64 or 32 wide and unsplit, its 2 or 4 CTAs a
+    group in clusters, if those fit on the SMs at once; otherwise 128-wide tiles."""
+    bf16 = heuristics.choose("normal", m, n, k, 1, sms)
+    plan = heuristics.choose("normal", m, n, k, 1, sms, "float8_e4m3")
+    group_ctas = 128 // bf16.config.block_n
+    shared_ctas = heuristics.ceil_div(m, bf16.config.block_m) * heuristics.ceil_div(
+        bf16.config.num_n_blocks, max(group_ctas, 1)) * group_ctas
+    wanted = (bf16.config.split_k == 1 and heuristics.can_share_group(bf16.config.block_n, group_ctas)
+              and shared_ctas <= heuristics.cluster_capacity(group_ctas, sms))
+    if wanted:
+        cfg = plan.config
+        assert (cfg.block_m, cfg.block_n, cfg.group_ctas, cfg.split_k) == (bf16.config.block_m, bf16.config.block_n,
+                                                                         group_ctas, 1)
+        assert plan.num_tiles == shared_ctas and plan.grid % group_ctas == 0 and plan.grid <= sms
+    else:
+        assert plan.config.group_ctas == 1 and plan.config.block_n % 128 == 0
+
+
+def test_fp8_out_shared_group_picks_on_the_h200():
+    """The shapes the rule was made for (NOTES.md v24): bf16's 64-wide unsplit tiles, CTA pairs."""
+    for m, n, k in ((64, 7168, 2048), (64, 7168, 16384), (128, 7168, 2048)):
+        cfg = heuristics.choose("normal", m, n, k, 1, 132, "float8_e4m3").config
+        assert (cfg.block_n, cfg.group_ctas, cfg.cluster_dims) == (64, 2, 2)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(block_n=64, group_ctas=2, out_format="bfloat16"), "needs e4m3 output"),
+    (dict(block_n=64, group_ctas=4), "block_n \\* group_ctas == 128"),
+    (dict(block_n=16, group_ctas=8), "group_ctas 2 or 4"),
+    (dict(block_n=64, group_ctas=2, split_k=2), "no split"),
+    (dict(block_n=64, group_ctas=2, layout="masked"), "the normal layout"),
+])
+def test_make_config_refuses_bad_group_sharing(kwargs, match):
+    args = dict(layout="normal", n=1024, k=1024, num_groups=1, block_m=64, out_format="float8_e4m3")
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        heuristics.make_config(**args)
 
 
 def test_choose_rejects_unknown_out_format():
