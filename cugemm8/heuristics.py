@@ -227,7 +227,9 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
            out_format: str = "bfloat16") -> LaunchPlan:
     """Configuration for D[m, n] = A[m, k] B[n, k]^T (per group). `m` is the rows per group for the
     masked layout (the expected count) and the total rows otherwise. e4m3 output (`out_format`) takes the
-    same rules over the tiles it can use (fp8_out_ok: 128 wide, unsplit)."""
+    same rules over the tiles it can use (fp8_out_ok: multiples of 128 wide), except at decode-sized M, where it
+    takes bf16's narrow unsplit tiles with their CTAs sharing each scale group where those clusters fit
+    (_shared_group_plan)."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     if out_format not in OUT_FORMATS:
