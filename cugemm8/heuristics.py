@@ -1,5 +1,9 @@
 """Pick the kernel configuration for a problem: block sizes, pipeline depth, grid. Deterministic and
-pure (no GPU needed): the same (layout, M, N, K, groups, SMs) always gives the same answer."""
+pure (no GPU needed): the same (layout, M, N, K, groups, SMs) always gives the same answer.
+
+One file past 400 lines: the forward GEMMs' choice and its decode-sized rules call each other (choose() ->
+_decode_plan / _shared_group_plan -> make_config and choose() for bf16's pick), so a split would be an import
+cycle; the weight gradient's choice is apart (heuristics_wgrad.py)."""
 from __future__ import annotations
 
 import dataclasses

@@ -105,15 +105,15 @@ struct MathWarpgroups {
                     if (chunk.value == t.split - 1)
                         Out::template rows_amax<chunk.value * kChunkFrags, kChunkFrags>(loop.sum, amax);
                 });
-                Split::template exchange_amax<false>(loop, amax, sm.split_ready, sm.amax_inbox, sm.split_amax,
-                                                     t.split - 1, split_phase);
+                Split::exchange_amax(loop, amax, sm.split_ready, sm.amax_inbox, sm.split_amax, t.split - 1,
+                                     split_phase);
             }
             split_phase ^= 1;
             CG8_MARK(kTraceExchanged);
         } else if constexpr (kGroupShared) {  // each row's amax over the group's tiles
             Out::template rows_amax<0, Cfg::kBlockN / 8>(loop.sum, amax);
-            Split::template exchange_amax<true>(loop, amax, sm.split_ready, sm.amax_inbox, sm.split_amax, group_rank(),
-                                                split_phase);
+            Split::exchange_amax(loop, amax, sm.split_ready, sm.amax_inbox, sm.split_amax, group_rank(),
+                                 split_phase);
             split_phase ^= 1;
             CG8_MARK(kTraceExchanged);
         }

@@ -101,18 +101,18 @@ struct SplitExchange {
         });
     }
 
-    // e4m3 output, after the exchange (kSplits > 1; CTAs sharing a scale group have none, and first wait for
-    // their peers' `ready`: kWaitReady): `amax` holds, per slab and row half, the amax of this thread's row over
+    // e4m3 output, after the exchange (kSplits > 1; CTAs sharing a scale group have none, so they first wait
+    // for their peers' `ready` here): `amax` holds, per slab and row half, the amax of this thread's row over
     // this CTA's chunk or tile (shared by the quad); it comes back as the amax over the whole group's row. The
     // quad's first lane sends it to every peer's inbox (slot of this sender, the row); max is order-free, so
     // the result is the same whichever peer answers first. The inbox is reused by the next tile only after
     // its `ready`, which a peer signals after this tile's epilogue.
-    template <bool kWaitReady, class Loop>
+    template <class Loop>
     __device__ __forceinline__ static void exchange_amax(Loop& loop, float (&amax)[Cfg::kSlabsPerWG][2],
                                                          uint64_t* ready, float* inbox, uint64_t* amax_received,
                                                          uint32_t rank, uint32_t phase) {
         const uint32_t row0 = loop.wg * Cfg::kSlabsPerWG * 64 + loop.warp * 16 + loop.lane / 4;
-        if constexpr (kWaitReady) mbar_wait(loop.shared(ready), phase);
+        if constexpr (kSplits == 1) mbar_wait(loop.shared(ready), phase);  // (split tiles waited in exchange())
         if (loop.lane % 4 == 0) {
 #pragma unroll
             for (uint32_t peer = 0; peer < kPeers; ++peer) {
