@@ -1,8 +1,8 @@
 """Benchmark tables for cugemm8: dense, grouped (contiguous, masked), e4m3 output, the weight gradients, the block
-transpose, decode (M <= 128), host overhead, JIT.
+transpose, host overhead, JIT, prefill (large M, uneven experts), decode (M <= 128).
 
-    python -m benchmarks [--only dense|contiguous|masked|fp8out|wgrad|transpose|overhead|jit|decode] [--reps 30] [--out DIR]
-                         [--no-peers] [--quick]
+    python -m benchmarks [--only dense|contiguous|masked|fp8out|wgrad|transpose|overhead|jit|prefill|decode]
+                         [--reps 30] [--out DIR] [--no-peers] [--quick]
 
 Inputs are built once per shape (random normal, quantized by cugemm8's GPU quantizers); each
 implementation's answer is checked (calc_diff against the unquantized product, on the GPU) before it is
@@ -18,8 +18,8 @@ import datetime
 import sys
 from pathlib import Path
 
-# decode last: its full table runs for minutes, and every section before it is saved first
-SECTIONS = ("dense", "contiguous", "masked", "fp8out", "wgrad", "transpose", "overhead", "jit", "decode")
+# prefill and decode last: their full tables run for minutes, and every section before them is saved first
+SECTIONS = ("dense", "contiguous", "masked", "fp8out", "wgrad", "transpose", "overhead", "jit", "prefill", "decode")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -39,13 +39,14 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from . import decode, fp8_out, host, report, tables, transpose, wgrad
+    from . import decode, fp8_out, host, prefill, report, tables, transpose, wgrad
     from .env import Env
     from .peers import loaded_cublaslt_version
 
     runners = {"dense": tables.run_dense, "contiguous": tables.run_contiguous, "masked": tables.run_masked,
                "fp8out": fp8_out.run_fp8_out, "wgrad": wgrad.run_wgrad, "transpose": transpose.run_transpose,
-               "overhead": host.run_overhead, "jit": host.run_jit, "decode": decode.run_decode}
+               "overhead": host.run_overhead, "jit": host.run_jit, "prefill": prefill.run_prefill,
+               "decode": decode.run_decode}
     try:
         env = Env(args)
     except Exception as exc:
@@ -59,7 +60,7 @@ def main(argv=None) -> int:
     json_path = Path(args.out) / f"{report.slug(info['gpu'])}-{stamp}.json"
     print(f"cugemm8 bench on {info['gpu']} ({info['sms']} SMs); peers: {env.peers_note}; DeepGEMM: {env.deepgemm_note}")
     results = {}
-    # A long section (decode) saves its rows as it goes, so that a run cut short keeps them.
+    # A long section (prefill, decode) saves its rows as it goes, so that a run cut short keeps them.
     args.checkpoint = lambda partial: report.write_json(json_path, info, {**results, section: partial})
     with env.stream:
         for section in args.sections:

@@ -1,10 +1,12 @@
 """One GEMM call (after warm-up) for a profiler to catch:
 
-    python -m benchmarks.profile_one M N K [BM BN CLUSTER] [--groups G] [--masked G]
+    python -m benchmarks.profile_one M N K [BM BN CLUSTER] [--groups G] [--masked G] [--deepgemm]
 
 --groups G: the contiguous layout, G experts of M/G rows each (M a multiple of 64*G), B [G, N, K].
 --masked G: the masked layout, G groups of M valid rows each in a [G, max_m, K] A (max_m: M rounded
 up to a multiple of the benchmark's MASKED_MAX_M), expected_m = M.
+--deepgemm: then DeepGEMM (8dfa329, importable) three times on the same operands (dense and contiguous), so that
+`-k regex:fp8_gemm --launch-skip 2 -c 4` catches cugemm8's third call and DeepGEMM's three.
 Run under e.g. `ncu --clock-control none -k cugemm8_fp8_gemm --launch-skip 2 -c 1 ...` (scripts/ncu_pair.sh)."""
 import argparse
 import sys
@@ -23,6 +25,7 @@ def main(argv=None) -> int:
     ap.add_argument("shape", type=int, nargs="+", help="M N K [BM BN CLUSTER]")
     ap.add_argument("--groups", type=int, default=0)
     ap.add_argument("--masked", type=int, default=0)
+    ap.add_argument("--deepgemm", action="store_true")
     args = ap.parse_args(argv)
     m, n, k = args.shape[:3]
     g = args.groups or args.masked
@@ -48,6 +51,20 @@ def main(argv=None) -> int:
     for _ in range(3):
         run()
     cupy.cuda.Device().synchronize()
+    if args.deepgemm and not args.masked:
+        import torch
+        import deep_gemm
+
+        lhs = (torch.from_dlpack(a).view(torch.float8_e4m3fn),
+               deep_gemm.get_col_major_tma_aligned_tensor(torch.from_dlpack(sa).contiguous()))
+        rhs = (torch.from_dlpack(b).view(torch.float8_e4m3fn), torch.from_dlpack(sb).contiguous())
+        d = torch.from_dlpack(out)
+        for _ in range(3):
+            if g:
+                deep_gemm.m_grouped_gemm_fp8_fp8_bf16_nt_contiguous(lhs, rhs, d, torch.from_dlpack(idx))
+            else:
+                deep_gemm.gemm_fp8_fp8_bf16_nt(lhs, rhs, d)
+        torch.cuda.synchronize()
     return 0
 
 

@@ -188,6 +188,11 @@ def print_summary(results: dict, info: dict, json_path: Path) -> None:
             print(f"{name} weight gradient: DeepGEMM (same run)/cugemm8 time geomean "
                   f"{fmt(s['geomean_deepgemm_over_cugemm8'], '.3f', 0)}x, min {fmt(s['min_deepgemm_over_cugemm8'], '.3f', 0)}x"
                   f" over {s['with_deepgemm']} of {s['shapes']} shapes; cugemm8 all ok: {s['all_cugemm8_ok']}")
+    pre = results.get("prefill")
+    if pre is not None and "summary" in pre:
+        print("\n".join(prefill_summary_lines(pre["summary"])))
+    elif pre is not None:
+        print("prefill: " + (f"skipped: {pre['skipped']}" if "skipped" in pre else f"error: {pre.get('error')}"))
     dec = results.get("decode")
     if dec is not None:
         print(decode_summary_line(dec))
@@ -204,6 +209,31 @@ def print_summary(results: dict, info: dict, json_path: Path) -> None:
               f"{fmt(js['first_call_warm_cache_ms'], '.1f', 0)} ms, empty cache "
               f"{fmt(js['first_call_cold_cache_ms'], '.0f', 0)} ms")
     print(f"json: {json_path}")
+
+
+def prefill_summary_lines(summary: dict) -> list[str]:
+    """The prefill section's summary (prefill.prefill_summary) with issue 22's targets, one line per table."""
+    lines = []
+    for table in ("dense", "uneven"):
+        s = summary.get(table)
+        if not s:
+            continue
+        target = f">= {s['target_geomean']:.2f}x geomean" + (
+            f", no shape below {s['target_min']:.2f}x" if "target_min" in s else "")
+        verdict = {True: "met", False: "NOT met", None: f"not assessed ({s['rows_compared']} of {s['rows']} rows"
+                                                         " compared)"}[s["target_met"]]
+        line = f"prefill {table}: no DeepGEMM/cugemm8 ratio ({s['rows']} rows)"
+        if s["rows_compared"]:
+            line = (f"prefill {table}: DeepGEMM/cugemm8 time geomean {s['geomean_deepgemm_over_cugemm8']:.3f}x over"
+                    f" {s['rows_compared']} of {s['rows']} rows, min {s['min_deepgemm_over_cugemm8']:.3f}x at"
+                    f" {s['min_shape']}, {s['rows_below_1']} below 1.0")
+        if s.get("geomean_dense_time_over_contiguous"):
+            line += f"; dense kernel on the same rows / contiguous {s['geomean_dense_time_over_contiguous']:.2f}x"
+        line += f"; issue 22 target {target}: {verdict}"
+        if s["cugemm8_not_ok"]:
+            line += f"; cugemm8 wrong/error on {', '.join(s['cugemm8_not_ok'])}"
+        lines.append(line)
+    return lines
 
 
 def decode_summary_line(res: dict) -> str:

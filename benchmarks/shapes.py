@@ -13,9 +13,9 @@ MASKED_MAX_M = 4096
 
 @dataclass(frozen=True)
 class Shape:
-    kind: str       # "normal" | "contiguous" | "masked"
+    kind: str       # "normal" | "contiguous" | "masked" | "uneven" (contiguous, rows drawn per expert)
     groups: int
-    m: int          # rows (normal); rows per expert (contiguous); expected rows per group (masked)
+    m: int          # rows (normal); rows per expert (contiguous); expected rows per group (masked); mean (uneven)
     n: int
     k: int
 
@@ -45,6 +45,17 @@ DECODE_TABLES = {"dense": DECODE_DENSE_SHAPES, "narrow": DECODE_NARROW_SHAPES, "
 DECODE_QUICK = {"dense": (Shape("normal", 1, 1, 4096, 7168), Shape("normal", 1, 64, 2112, 7168)),
                 "narrow": (Shape("normal", 1, 16, 512, 7168),),
                 "masked": (Shape("masked", 8, 1, 4096, 7168), Shape("masked", 128, 16, 7168, 2048))}
+# Prefill (issue 22): dense at large M, and the contiguous layout with uneven experts, some of them empty
+# (rows per expert drawn by uneven_expert_rows, each segment padded to PREFILL_ALIGN rows).
+PREFILL_DENSE_SHAPES = tuple(Shape("normal", 1, m, n, k) for m in (2048, 8192, 16384) for n, k in DENSE_NK)
+PREFILL_UNEVEN_NK = ((4096, 7168), (7168, 2048), (16384, 5120), (5120, 8192))
+PREFILL_UNEVEN_SHAPES = tuple(Shape("uneven", g, mean, n, k) for g in (8, 16, 32, 64) for mean in (256, 1024)
+                              for n, k in PREFILL_UNEVEN_NK)
+PREFILL_TABLES = {"dense": PREFILL_DENSE_SHAPES, "uneven": PREFILL_UNEVEN_SHAPES}
+PREFILL_QUICK = {"dense": (Shape("normal", 1, 8192, 4096, 7168),),
+                 "uneven": (Shape("uneven", 16, 1024, 4096, 7168),)}
+PREFILL_ALIGN = 128             # DeepGEMM 8dfa329's contiguous alignment (cugemm8's, 64, divides it)
+PREFILL_EMPTY_P = 1 / 8         # each expert empty with this probability (at least one, never all)
 QUICK_SHAPES = {
     "dense": (DENSE_SHAPES[0], DENSE_SHAPES[11], DENSE_SHAPES[16]),   # 64x2112x7168, 128x7168x2048, 4096x4096x7168
     "contiguous": (CONTIGUOUS_SHAPES[3],),
@@ -89,6 +100,29 @@ def decode_shapes(quick: bool) -> list[tuple[str, Shape]]:
     """The decode section's rows in order: (table, shape) with table "dense", "narrow" or "masked"."""
     tables = DECODE_QUICK if quick else DECODE_TABLES
     return [(table, shape) for table, table_shapes in tables.items() for shape in table_shapes]
+
+
+def prefill_shapes(quick: bool) -> list[tuple[str, Shape]]:
+    """The prefill section's rows in order: (table, shape) with table "dense" or "uneven"."""
+    tables = PREFILL_QUICK if quick else PREFILL_TABLES
+    return [(table, shape) for table, table_shapes in tables.items() for shape in table_shapes]
+
+
+def uneven_expert_rows(groups: int, mean: int, seed: int = SEED) -> list[int]:
+    """Rows per expert for the prefill section, fixed seed per (groups, mean): each uniform over the integers
+    from ceil(mean / 2) to floor(3 * mean / 2), then each expert emptied with probability PREFILL_EMPTY_P;
+    at least one expert is empty and at least one is not."""
+    if groups < 2 or mean < 1:
+        raise ValueError(f"need groups >= 2 and mean >= 1; got groups={groups}, mean={mean}")
+    rng = np.random.default_rng([seed, groups, mean, 0x9EF1])
+    rows = rng.integers((mean + 1) // 2, 3 * mean // 2, size=groups, endpoint=True)
+    empty = rng.random(groups) < PREFILL_EMPTY_P
+    if empty.all():
+        empty[rng.integers(groups)] = False
+    if not empty.any():
+        empty[rng.integers(groups)] = True
+    rows[empty] = 0
+    return [int(r) for r in rows]
 
 
 def decode_max_m(expected: int) -> int:

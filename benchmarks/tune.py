@@ -3,7 +3,7 @@ benchmark): every candidate configuration of each shape is built up front (worke
 disk cache), checked once, and timed by the protocol (protocol.py; median of --reps, no settling between
 configurations). This module holds the parts both sweeps share and the dense sweep:
 
-    python -m benchmarks.tune [--shapes dense|small|large|decode] [--reps 10] [--out FILE] [--raster 8,16]
+    python -m benchmarks.tune [--shapes dense|small|large|decode|prefill] [--reps 10] [--out FILE] [--raster 8,16]
 
 The grouped sweep is benchmarks/tune_grouped.py.
 """
@@ -28,6 +28,17 @@ DENSE = [(s.m, s.n, s.k) for s in DENSE_SHAPES]
 DECODE_M = (1, 2, 4, 8, 16, 32, 64, 128)
 NARROW_NK = ((256, 4096), (512, 7168), (1024, 7168))
 DECODE = [(m, n, k) for n, k in DENSE_NK for m in DECODE_M] + [(m, n, k) for n, k in NARROW_NK for m in (1, 16, 64, 128)]
+# Prefill-sized M (issue 22's dense table, and M = 4096 of the seed table): 128- and 256-row tiles only.
+PREFILL = [(m, n, k) for m in (2048, 4096, 8192, 16384) for n, k in DENSE_NK]
+PREFILL_BLOCK_N = (64, 96, 112, 128, 144, 160, 192)
+
+
+def _cache_disabled() -> bool:
+    """CUGEMM8_JIT_DISABLE_CACHE, read by the package's rule (0, false, no, off: off); imported here, not at the top,
+    so that importing this module needs no CuPy."""
+    from cugemm8 import envvars
+
+    return envvars.flag(envvars.JIT_DISABLE_CACHE)
 
 
 # ----------------------------------------------------------------------------- shared: compiling
@@ -149,6 +160,22 @@ def dense_candidates(m: int, n: int, k: int, rasters=(None,)) -> list:
     return out
 
 
+def prefill_candidates(m: int, n: int, k: int) -> list:
+    """Prefill sweep: 128- and 256-row tiles at the wider BLOCK_N candidates (PREFILL_BLOCK_N), single CTAs and
+    multicast pairs (even n-blocks), >= 3 stages (the tiles the large-M rules can reach)."""
+    lib = library.current()
+    out = []
+    for bm in (128, 256):
+        for bn in lib.block_n_candidates(bm):
+            for cluster in (1, 2):
+                if cluster == 2 and -(-n // bn) % 2:
+                    continue
+                cfg = lib.make_config("normal", n, k, 1, bm, bn, cluster=cluster)
+                if bn in PREFILL_BLOCK_N and cfg.stages >= 3:
+                    out.append(cfg)
+    return out
+
+
 def decode_candidates(m: int, n: int, k: int) -> list:
     """Decode sweep: 64-row tiles (and 128 at M > 64) at every BLOCK_N candidate, each with every split K
     the kernel can take (1, 2, 4, 8), with >= 2 stages."""
@@ -221,7 +248,7 @@ def dense_line(res: dict, raster_sweep: bool) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--shapes", default="dense", choices=("dense", "small", "large", "decode"))
+    ap.add_argument("--shapes", default="dense", choices=("dense", "small", "large", "decode", "prefill"))
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--out", default=None)
     ap.add_argument("--raster", default=None, help="comma-separated band widths to sweep (with the picked tile)")
@@ -229,12 +256,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     rasters = tuple(int(v) for v in args.raster.split(",")) if args.raster else (None,)
     shapes = {"dense": DENSE, "small": [s for s in DENSE if s[0] <= 128],
-              "large": [s for s in DENSE if s[0] > 128], "decode": DECODE}[args.shapes]
+              "large": [s for s in DENSE if s[0] > 128], "decode": DECODE, "prefill": PREFILL}[args.shapes]
     import cugemm8
 
     sms = cugemm8.get_num_sms()
     if args.shapes == "decode":
         cands = {s: decode_candidates(*s) for s in shapes}
+    elif args.shapes == "prefill":
+        cands = {s: prefill_candidates(*s) for s in shapes}
     else:
         cands = {s: dense_candidates(*s, rasters=rasters) for s in shapes}
     errors = compile_all({c for cs in cands.values() for c in cs}, args.jobs)
@@ -253,10 +282,3 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     raise SystemExit(main())
 
-
-def _cache_disabled() -> bool:
-    """CUGEMM8_JIT_DISABLE_CACHE, read by the package's rule (0, false, no, off: off); imported here, not at the top,
-    so that importing this module needs no CuPy."""
-    from cugemm8 import envvars
-
-    return envvars.flag(envvars.JIT_DISABLE_CACHE)

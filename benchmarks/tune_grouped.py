@@ -42,6 +42,8 @@ UNEVEN_MEAN = 4096
 CONTIGUOUS = [(s.groups, s.m, s.n, s.k) for s in shapes.CONTIGUOUS_SHAPES] + [(8, UNEVEN, 4096, 7168),
                                                                             (8, UNEVEN, 7168, 2048)]
 BLOCK_MS = (64, 128, 256)
+PREFILL_BLOCK_N = (96, 112, 128, 144, 160, 192)
+PREFILL_ALIGN = 128  # issue 22 pads every expert's segment to 128 rows (DeepGEMM 8dfa329's alignment)
 QUICK_CANDIDATES = 6
 SEED = shapes.SEED
 contiguous_layout = shapes.contiguous_layout
@@ -243,9 +245,30 @@ def run_masked_shape(shape, cfgs, errors, timer: SweepTimer, sms: int) -> list[d
     return results
 
 
-def run_contiguous_shape(shape, cfgs, errors, timer: SweepTimer, sms: int, align: int) -> list[dict]:
+def contiguous_rows(shape, prefill: bool) -> list[int]:
+    """Rows per expert of a contiguous sweep shape: issue 22's uneven draw (prefill), the 0.7-1.3 draw (UNEVEN)
+    or m each."""
+    g, m = shape[0], shape[1]
+    if prefill:
+        return shapes.uneven_expert_rows(g, m)
+    return uneven_rows(g) if m == UNEVEN else [m] * g
+
+
+def prefill_candidates(n: int, k: int, groups: int) -> list:
+    """The uneven-expert sweep's tiles: 128 and 256 rows at PREFILL_BLOCK_N widths, >= 3 stages."""
+    lib, out = library.current(), []
+    for bm in (128, 256):
+        for bn in lib.block_n_candidates(bm):
+            cfg = lib.make_config("contiguous", n, k, groups, bm, bn)
+            if bn in PREFILL_BLOCK_N and cfg.stages >= 3:
+                out.append(cfg)
+    return out
+
+
+def run_contiguous_shape(shape, cfgs, errors, timer: SweepTimer, sms: int, align: int,
+                         prefill: bool = False) -> list[dict]:
     g, m, n, k = shape
-    per_group = uneven_rows(g) if m == UNEVEN else [m] * g
+    per_group = contiguous_rows(shape, prefill)
     idx, offsets = contiguous_layout(per_group, align)
     total, valid = len(idx), sum(per_group)
     rng = cupy.random.default_rng(SEED)
@@ -257,7 +280,8 @@ def run_contiguous_shape(shape, cfgs, errors, timer: SweepTimer, sms: int, align
     dense_out = cupy.empty_like(out)
     pick = choose("contiguous", total, n, k, g, sms)
     segments = [(off, r) for off, r in zip(offsets, per_group) if r]
-    entry = {"layout": "contiguous", "groups": g, "uneven": m == UNEVEN, "rows_per_group": per_group,
+    entry = {"layout": "contiguous", "groups": g, "uneven": m == UNEVEN or prefill, "prefill": prefill,
+             "mean_rows": m if prefill else None, "rows_per_group": per_group,
              "segment_offsets": offsets, "alignment": align, "n": n, "k": k, "total_m": total, "valid_rows": valid,
              "pick": plan_dict(pick)}
 
@@ -287,14 +311,17 @@ def run_contiguous_shape(shape, cfgs, errors, timer: SweepTimer, sms: int, align
     rows = sweep(cfgs, errors, lambda cfg: library.current().bind(cfg, a, sa, b, sb, out, layout=m_indices), check,
                  valid, n, k, pick and pick.config, timer)
     entry.update(refs=refs, rows=rows)
-    head = f"contig G={g} m={'uneven' if m == UNEVEN else m:>6} {n:5d}x{k:5d} M={total:5d}"
+    label = f"u{m}" if prefill else "uneven" if m == UNEVEN else m
+    head = f"contig G={g} m={label:>6} {n:5d}x{k:5d} M={total:5d}"
     print(summary_line(head, rows, refs, "dense_same_mnk"), flush=True)
     return [entry]
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--layout", default="both", choices=("masked", "contiguous", "both"))
+    ap.add_argument("--layout", default="both", choices=("masked", "contiguous", "both", "uneven"),
+                    help="uneven: issue 22's uneven-expert table (shapes.PREFILL_UNEVEN_SHAPES, segments padded to "
+                         "128), 128- and 256-row tiles")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true", help=f"first shape of each layout, at most "
@@ -327,6 +354,13 @@ def main(argv=None) -> int:
             pick = config_of("contiguous", total, n, k, g)
             work.append(("contiguous", shape, with_pick(candidates("contiguous", n, k, g), pick, args.quick)))
             extra.add(config_of("normal", total, n, k, 1))
+    if args.layout == "uneven":
+        for s in shapes.PREFILL_UNEVEN_SHAPES[:1] if args.quick else shapes.PREFILL_UNEVEN_SHAPES:
+            shape = (s.groups, s.m, s.n, s.k)
+            total = len(contiguous_layout(contiguous_rows(shape, True), PREFILL_ALIGN)[0])
+            pick = config_of("contiguous", total, s.n, s.k, s.groups)
+            work.append(("uneven", shape, with_pick(prefill_candidates(s.n, s.k, s.groups), pick, args.quick)))
+            extra.add(config_of("normal", total, s.n, s.k, 1))
     extra.discard(None)
     todo = {cfg for _, _, cfgs in work for cfg in cfgs}
     errors = compile_all(todo | extra, args.jobs)
@@ -349,6 +383,8 @@ def main(argv=None) -> int:
         try:
             if layout == "masked":
                 results += run_masked_shape(shape, cfgs, errors, timer, sms)
+            elif layout == "uneven":
+                results += run_contiguous_shape(shape, cfgs, errors, timer, sms, PREFILL_ALIGN, prefill=True)
             else:
                 results += run_contiguous_shape(shape, cfgs, errors, timer, sms, align)
         except Exception as exc:
