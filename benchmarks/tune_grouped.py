@@ -88,7 +88,7 @@ def tflops(rows: int, n: int, k: int, us: float | None) -> float | None:
 
 
 def cfg_label(row: dict) -> str:
-    return f"{row['block_m']}x{row['block_n']}x{row['stages']}"
+    return f"{row['block_m']}x{row['block_n']}x{row['stages']}" + ("c2" if row.get("cluster", 1) == 2 else "")
 
 
 def best_row(rows: list[dict]) -> dict | None:
@@ -120,6 +120,7 @@ def sweep(cfgs, errors, make_call, check, valid_rows: int, n: int, k: int, pick,
     rows = []
     for cfg in cfgs:
         row = {"block_m": cfg.block_m, "block_n": cfg.block_n, "stages": cfg.stages, "num_math_wg": cfg.num_math_wg,
+               "cluster": cfg.cluster,
                "us": None, "tflops": None, "ok": False, "picked": pick is not None and cfg == pick}
         if cfg in errors:
             row["error"] = errors[cfg]
@@ -255,13 +256,15 @@ def contiguous_rows(shape, prefill: bool) -> list[int]:
 
 
 def prefill_candidates(n: int, k: int, groups: int) -> list:
-    """The uneven-expert sweep's tiles: 128 and 256 rows at PREFILL_BLOCK_N widths, >= 3 stages."""
+    """The uneven-expert sweep's tiles: 128 and 256 rows at PREFILL_BLOCK_N widths, >= 3 stages; and CTA pairs
+    sharing A by TMA multicast at the 128-wide tiles (DeepGEMM 8dfa329 runs its contiguous GEMM in pairs)."""
     lib, out = library.current(), []
     for bm in (128, 256):
         for bn in lib.block_n_candidates(bm):
-            cfg = lib.make_config("contiguous", n, k, groups, bm, bn)
-            if bn in PREFILL_BLOCK_N and cfg.stages >= 3:
-                out.append(cfg)
+            for cluster in (1, 2) if bn == 128 and -(-n // bn) % 2 == 0 else (1,):
+                cfg = lib.make_config("contiguous", n, k, groups, bm, bn, cluster=cluster)
+                if bn in PREFILL_BLOCK_N and cfg.stages >= 3:
+                    out.append(cfg)
     return out
 
 

@@ -27,6 +27,13 @@ CONTIGUOUS_M_ALIGNMENT = 64      # expert segments start at multiples of this (c
                                  # the kernel reads an expert per 64-row slab, whatever BLOCK_M is
 SPLIT_MIN_K_BLOCKS = 8           # masked: split the last wave only from this many k-blocks, where half a
                                  # tile pays for the exchange (NOTES.md v10)
+PREFILL_M = 2048                 # normal layout: from this many rows, tiles are ranked by estimated time
+# Each tile's rate (block_m x block_n x 128-deep k-blocks per µs and CTA, scaled), the median over the H200 sweep of
+# M 2048-16384 on DeepGEMM's six (N, K) pairs (bench/results/v25, NOTES.md v25). The 128x128 tiles' two accumulators
+# and 256x128 lead; widths that do not divide 128 straddle two rows of B's scales and are slower per column.
+TILE_RATES = {(128, 64): 3.57, (128, 96): 3.72, (128, 112): 3.57, (128, 128): 4.99, (128, 144): 3.95,
+              (128, 160): 4.08, (128, 192): 4.42, (256, 64): 4.38, (256, 96): 4.06, (256, 112): 3.72,
+              (256, 128): 5.24}
 WIDE_ROWS = 2048                 # rows per group from which a grouped layout uses 256-row tiles:
                                  # contiguous, the mean per expert (a tile spanning two experts costs
                                  # about one more pass); masked, the expected count (a group's last
@@ -284,7 +291,17 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
             waves = ceil_div(tiles, num_sms)
             last = tiles - (waves - 1) * num_sms
             waste = ceil_div(m, bm) * bm * ceil_div(n, bn) * bn
-            # In order (each step measured on the H200 sweep, NOTES.md v5):
+            if layout == "normal" and m >= PREFILL_M:
+                # Large M: the time a CTA takes for its waves of tiles at each tile's measured rate. Waves first
+                # had taken 256x112 (4 waves) over 128x128 (7 waves of half the work) at 2048x7168x16384: 1.39x
+                # the time (NOTES.md v25).
+                if (bm, bn) not in TILE_RATES:
+                    continue
+                score = (waves * bm * bn / TILE_RATES[bm, bn], -(bm * bn), -bn)
+                if best is None or score < best[0]:
+                    best = (score, config, tiles)
+                continue
+            # Otherwise, in order (each step measured on the H200 sweep, NOTES.md v5):
             # 1. fewer waves; 2. a fuller last wave, any wave FULL_WAVE full counting as full;
             # 3. less area computed past the problem's edges; 4. larger tiles (fewer operand
             # re-reads per FLOP); 5. no 16-wide wgmmas (too short to hide their issue and wait);

@@ -5,6 +5,9 @@ from cugemm8 import heuristics, heuristics_wgrad
 
 DENSE = [(m, n, k) for m in (64, 128, 4096)
          for n, k in ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))]
+# Prefill-sized M, where tiles are ranked by their measured rates (heuristics.TILE_RATES).
+PREFILL = [(m, n, k) for m in (2048, 8192, 16384)
+           for n, k in ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))]
 SPREAD = [(1, 8, 16), (7, 24, 112), (65, 136, 144), (200, 1000, 1040), (1000, 4104, 2000), (3000, 256, 7168),
           (129, 2048, 128), (257, 512, 4096), (17, 576, 7168), (2048, 7168, 576)]
 CONTIGUOUS = [(4, 8192, 4096, 7168), (4, 8192, 7168, 2048), (8, 4096, 4096, 7168), (8, 4096, 7168, 2048),
@@ -31,7 +34,7 @@ SPLIT_K_EXPLICIT = [heuristics.make_config("normal", n, k, 1, bm, bn, split_k=sp
 def picked_configs():
     configs = set()
     for sms in SMS:
-        for m, n, k in DENSE + SPREAD + DECODE:
+        for m, n, k in DENSE + PREFILL + SPREAD + DECODE:
             configs.add(heuristics.choose("normal", m, n, k, 1, sms).config)
         for g, m, n, k in CONTIGUOUS:
             configs.add(heuristics.choose("contiguous", g * m, n, k, g, sms).config)
@@ -57,7 +60,7 @@ def fp8_out_configs():
     on the full H100/H200 SM count, and the GPU tier's shapes (tests/gpu/test_fp8_out.py)."""
     configs = set()
     for fmt in ("float8_e4m3", "float8_e4m3_ue8m0"):
-        for m, n, k in DENSE + SPREAD + DECODE + [(200, 992, 1040), (7, 16, 112), (70, 256, 256), (256, 1024, 2048),
+        for m, n, k in DENSE + PREFILL + SPREAD + DECODE + [(200, 992, 1040), (7, 16, 112), (70, 256, 256), (256, 1024, 2048),
                                                   (256, 512, 1024), (512, 2048, 4096)]:
             if n % 16 == 0:
                 configs.add(heuristics.choose("normal", m, n, k, 1, SMS[0], fmt).config)
