@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 
 from .env import Env, bf16_to_f32, calc_diff_gpu, poison_bf16, quantize_a
-from .report import config_text, fmt, row_label, status_text
+from .report import config_text, fmt, row_label, status_text, us
 from .shapes import (SEED, Shape, decode_masked_m, decode_max_m, decode_shapes, gemm_bytes, gemm_flops, geomean,
                      masked_decode_bytes, ratio, roofline_fraction)
 from .tables import base_row, bench_dense_shape, cugemm8_candidate, deepgemm_candidate, finish_row, measure
@@ -214,10 +214,6 @@ def decode_summary(rows: list[dict], graph: dict | None = None, floor: dict | No
              cugemm8_not_ok=[row_label(r) for r in rows if "error" in r
                              or r.get("results", {}).get("cugemm8", {}).get("status") != "ok"])
     return s
-
-
-def us(seconds: float | None) -> float | None:
-    return None if seconds is None else seconds * 1e6
 
 
 def decode_row_text(row: dict) -> str:

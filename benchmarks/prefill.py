@@ -13,10 +13,10 @@ ratio and its shape, the rows below 1.0, and issue 22's targets. Importing this 
 from __future__ import annotations
 
 from .env import Env, calc_diff_gpu, quantize_a
-from .report import config_text, fmt, prefill_summary_lines, row_label, status_text
+from .report import config_text, fmt, row_label, status_text, us
 from .shapes import (PREFILL_ALIGN, Shape, contiguous_layout, gemm_flops, geomean, masked_decode_bytes,
                      prefill_shapes, ratio, uneven_expert_rows)
-from .tables import Candidate, base_row, bench_dense_shape, cugemm8_candidate, deepgemm_candidate, finish_row, measure
+from .tables import base_row, bench_dense_shape, contiguous_candidates, finish_row, measure
 
 TARGET_GEOMEAN = 1.05   # issue 22: DeepGEMM time / cugemm8 time, geometric mean over each table
 TARGET_MIN_UNEVEN = 1.0  # issue 22: and no uneven shape below this
@@ -59,13 +59,8 @@ def bench_uneven_shape(env: Env, shape: Shape, reps: int) -> dict:
     def diff_of(y):
         return calc_diff_gpu(cp, [(y[o:o + r], ref) for o, r, ref in refs])
 
-    call = lambda **kw: cg.m_grouped_matmul_contiguous(a, sa_tma, b, sb, m_indices, **kw)  # noqa: E731
-    # The dense kernel on the same rows (padding included, all against expert 0's weights), timed alongside.
-    dense_out = cp.empty((total, n), dtype=cg.api.BF16)
-    dense = Candidate("dense_same_mnk", lambda: cg.matmul(a, sa_tma, b[0], sb[0], out=dense_out), lambda: None)
-    dg = deepgemm_candidate(env, "deepgemm", lambda dg: dg.contiguous(a, sa, b, sb, m_indices), diff_of)
-    entries = measure(env, [cugemm8_candidate(env, call, diff_of), dense] + dg, reps, gemm_flops(valid, n, k),
-                      row["bytes"])
+    entries = measure(env, contiguous_candidates(env, a, sa, sa_tma, b, sb, m_indices, diff_of), reps,
+                      gemm_flops(valid, n, k), row["bytes"])
     row = finish_row(row, entries)
     row["dense_time_over_contiguous"] = ratio(entries.get("dense_same_mnk", {}).get("median_s"),
                                               entries.get("cugemm8", {}).get("median_s"))
@@ -114,11 +109,32 @@ def prefill_summary(rows: list[dict]) -> dict:
     return {table: table_summary(rows, table) for table in TABLES}
 
 
+def prefill_summary_lines(summary: dict) -> list[str]:
+    """The prefill section's summary (prefill_summary) with issue 22's targets, one line per table."""
+    lines = []
+    for table in TABLES:
+        s = summary.get(table)
+        if not s:
+            continue
+        target = f">= {s['target_geomean']:.2f}x geomean" + (
+            f", no shape below {s['target_min']:.2f}x" if "target_min" in s else "")
+        verdict = {True: "met", False: "NOT met", None: f"not assessed ({s['rows_compared']} of {s['rows']} rows"
+                                                         " compared)"}[s["target_met"]]
+        line = f"prefill {table}: no DeepGEMM/cugemm8 ratio ({s['rows']} rows)"
+        if s["rows_compared"]:
+            line = (f"prefill {table}: DeepGEMM/cugemm8 time geomean {s['geomean_deepgemm_over_cugemm8']:.3f}x over"
+                    f" {s['rows_compared']} of {s['rows']} rows, min {s['min_deepgemm_over_cugemm8']:.3f}x at"
+                    f" {s['min_shape']}, {s['rows_below_1']} below 1.0")
+        if s.get("geomean_dense_time_over_contiguous"):
+            line += f"; dense kernel on the same rows / contiguous {s['geomean_dense_time_over_contiguous']:.2f}x"
+        line += f"; issue 22 target {target}: {verdict}"
+        if s["cugemm8_not_ok"]:
+            line += f"; cugemm8 wrong/error on {', '.join(s['cugemm8_not_ok'])}"
+        lines.append(line)
+    return lines
+
+
 # ----------------------------------------------------------------------------- printing
-def us(seconds: float | None) -> float | None:
-    return None if seconds is None else seconds * 1e6
-
-
 def row_text(row: dict) -> str:
     label = row_label(row)
     if "valid_rows" in row:

@@ -27,6 +27,11 @@ def fmt(value, spec: str = ".1f", width: int = 7) -> str:
     return text.rjust(width)
 
 
+def us(seconds: float | None) -> float | None:
+    """Seconds as microseconds (None stays None)."""
+    return None if seconds is None else seconds * 1e6
+
+
 # ----------------------------------------------------------------------------- printing
 def config_text(row: dict) -> str:
     c = row.get("config")
@@ -190,6 +195,8 @@ def print_summary(results: dict, info: dict, json_path: Path) -> None:
                   f" over {s['with_deepgemm']} of {s['shapes']} shapes; cugemm8 all ok: {s['all_cugemm8_ok']}")
     pre = results.get("prefill")
     if pre is not None and "summary" in pre:
+        from .prefill import prefill_summary_lines   # here: prefill imports this module
+
         print("\n".join(prefill_summary_lines(pre["summary"])))
     elif pre is not None:
         print("prefill: " + (f"skipped: {pre['skipped']}" if "skipped" in pre else f"error: {pre.get('error')}"))
@@ -209,31 +216,6 @@ def print_summary(results: dict, info: dict, json_path: Path) -> None:
               f"{fmt(js['first_call_warm_cache_ms'], '.1f', 0)} ms, empty cache "
               f"{fmt(js['first_call_cold_cache_ms'], '.0f', 0)} ms")
     print(f"json: {json_path}")
-
-
-def prefill_summary_lines(summary: dict) -> list[str]:
-    """The prefill section's summary (prefill.prefill_summary) with issue 22's targets, one line per table."""
-    lines = []
-    for table in ("dense", "uneven"):
-        s = summary.get(table)
-        if not s:
-            continue
-        target = f">= {s['target_geomean']:.2f}x geomean" + (
-            f", no shape below {s['target_min']:.2f}x" if "target_min" in s else "")
-        verdict = {True: "met", False: "NOT met", None: f"not assessed ({s['rows_compared']} of {s['rows']} rows"
-                                                         " compared)"}[s["target_met"]]
-        line = f"prefill {table}: no DeepGEMM/cugemm8 ratio ({s['rows']} rows)"
-        if s["rows_compared"]:
-            line = (f"prefill {table}: DeepGEMM/cugemm8 time geomean {s['geomean_deepgemm_over_cugemm8']:.3f}x over"
-                    f" {s['rows_compared']} of {s['rows']} rows, min {s['min_deepgemm_over_cugemm8']:.3f}x at"
-                    f" {s['min_shape']}, {s['rows_below_1']} below 1.0")
-        if s.get("geomean_dense_time_over_contiguous"):
-            line += f"; dense kernel on the same rows / contiguous {s['geomean_dense_time_over_contiguous']:.2f}x"
-        line += f"; issue 22 target {target}: {verdict}"
-        if s["cugemm8_not_ok"]:
-            line += f"; cugemm8 wrong/error on {', '.join(s['cugemm8_not_ok'])}"
-        lines.append(line)
-    return lines
 
 
 def decode_summary_line(res: dict) -> str:

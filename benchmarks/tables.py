@@ -174,19 +174,25 @@ def bench_contiguous_shape(env: Env, shape: Shape, reps: int) -> dict:
     def diff_of(y):
         return calc_diff_gpu(cp, [(y[i * seg:i * seg + m], refs[i]) for i in range(g)])
 
-    call = lambda **kw: cg.m_grouped_matmul_contiguous(a, sa_tma, b, sb, m_indices, **kw)  # noqa: E731
-    # The dense kernel on the same total M, N, K (all rows against expert 0's weights), timed alongside.
-    dense_out = cp.empty((g * seg, n), dtype=cg.api.BF16)
-    dense = Candidate("dense_same_mnk", lambda: cg.matmul(a, sa_tma, b[0], sb[0], out=dense_out), lambda: None)
-    dg = deepgemm_candidate(env, "deepgemm", lambda dg: dg.contiguous(a, sa, b, sb, m_indices), diff_of)
     flops = gemm_flops(g * m, n, k)
-    entries = measure(env, [cugemm8_candidate(env, call, diff_of), dense] + dg, reps,
+    entries = measure(env, contiguous_candidates(env, a, sa, sa_tma, b, sb, m_indices, diff_of), reps,
                       flops, gemm_bytes(g * m, n, k, g), alone=("cugemm8", "deepgemm"))
     row = finish_row(row, entries)
     alone_row(row, entries, "cugemm8", "deepgemm", flops)
     row["dense_time_over_contiguous"] = ratio(entries.get("dense_same_mnk", {}).get("median_s"),
                                               entries.get("cugemm8", {}).get("median_s"))
     return row
+
+
+def contiguous_candidates(env: Env, a, sa, sa_tma, b, sb, m_indices, diff_of) -> list[Candidate]:
+    """cugemm8's contiguous GEMM, the dense kernel on the same rows (padding included, all against expert 0's
+    weights; timed alongside, unchecked) and DeepGEMM's contiguous GEMM, on the same operands."""
+    cp, cg = env.cp, env.cg
+    call = lambda **kw: cg.m_grouped_matmul_contiguous(a, sa_tma, b, sb, m_indices, **kw)  # noqa: E731
+    dense_out = cp.empty((a.shape[0], b.shape[1]), dtype=cg.api.BF16)
+    dense = Candidate("dense_same_mnk", lambda: cg.matmul(a, sa_tma, b[0], sb[0], out=dense_out), lambda: None)
+    dg = deepgemm_candidate(env, "deepgemm", lambda dg: dg.contiguous(a, sa, b, sb, m_indices), diff_of)
+    return [cugemm8_candidate(env, call, diff_of), dense] + dg
 
 
 def bench_masked_shape(env: Env, shape: Shape, reps: int) -> dict:

@@ -160,18 +160,18 @@ def dense_candidates(m: int, n: int, k: int, rasters=(None,)) -> list:
     return out
 
 
-def prefill_candidates(m: int, n: int, k: int) -> list:
-    """Prefill sweep: 128- and 256-row tiles at the wider BLOCK_N candidates (PREFILL_BLOCK_N), single CTAs and
-    multicast pairs (even n-blocks), >= 3 stages (the tiles the large-M rules can reach)."""
+def prefill_candidates(layout: str, n: int, k: int, groups: int = 1, block_ns=PREFILL_BLOCK_N,
+                       pair_block_ns=PREFILL_BLOCK_N) -> list:
+    """Prefill sweeps (dense, and tune_grouped's uneven experts): 128- and 256-row tiles at `block_ns` widths, single
+    CTAs and, at `pair_block_ns` widths with even n-blocks, pairs sharing A by TMA multicast; >= 3 stages (the tiles
+    the large-M rules can reach)."""
     lib = library.current()
     out = []
     for bm in (128, 256):
-        for bn in lib.block_n_candidates(bm):
-            for cluster in (1, 2):
-                if cluster == 2 and -(-n // bn) % 2:
-                    continue
-                cfg = lib.make_config("normal", n, k, 1, bm, bn, cluster=cluster)
-                if bn in PREFILL_BLOCK_N and cfg.stages >= 3:
+        for bn in (bn for bn in lib.block_n_candidates(bm) if bn in block_ns):
+            for cluster in (1, 2) if bn in pair_block_ns and -(-n // bn) % 2 == 0 else (1,):
+                cfg = lib.make_config(layout, n, k, groups, bm, bn, cluster=cluster)
+                if cfg.stages >= 3:
                     out.append(cfg)
     return out
 
@@ -263,7 +263,7 @@ def main(argv=None) -> int:
     if args.shapes == "decode":
         cands = {s: decode_candidates(*s) for s in shapes}
     elif args.shapes == "prefill":
-        cands = {s: prefill_candidates(*s) for s in shapes}
+        cands = {s: prefill_candidates("normal", s[1], s[2]) for s in shapes}
     else:
         cands = {s: dense_candidates(*s, rasters=rasters) for s in shapes}
     errors = compile_all({c for cs in cands.values() for c in cs}, args.jobs)

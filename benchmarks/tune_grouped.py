@@ -30,7 +30,7 @@ import cugemm8
 
 from . import library, shapes
 from .env import bf16_to_f32, poison_bf16
-from .tune import ATOL, RTOL, SweepTimer, compile_all, gpu_props, provenance, write
+from .tune import ATOL, RTOL, SweepTimer, compile_all, gpu_props, prefill_candidates, provenance, write
 
 # (G, expected rows per group, N, K): the benchmark's masked table.
 MASKED = [(s.groups, s.m, s.n, s.k) for s in shapes.MASKED_SHAPES]
@@ -42,8 +42,9 @@ UNEVEN_MEAN = 4096
 CONTIGUOUS = [(s.groups, s.m, s.n, s.k) for s in shapes.CONTIGUOUS_SHAPES] + [(8, UNEVEN, 4096, 7168),
                                                                             (8, UNEVEN, 7168, 2048)]
 BLOCK_MS = (64, 128, 256)
-PREFILL_BLOCK_N = (96, 112, 128, 144, 160, 192)
-PREFILL_ALIGN = 128  # issue 22 pads every expert's segment to 128 rows (DeepGEMM 8dfa329's alignment)
+# The uneven-expert sweep: 128- and 256-row tiles of these widths, pairs (DeepGEMM 8dfa329 runs its contiguous GEMM
+# in pairs) at 128 wide; segments padded to shapes.PREFILL_ALIGN rows.
+UNEVEN_BLOCK_N = (96, 112, 128, 144, 160, 192)
 QUICK_CANDIDATES = 6
 SEED = shapes.SEED
 contiguous_layout = shapes.contiguous_layout
@@ -255,19 +256,6 @@ def contiguous_rows(shape, prefill: bool) -> list[int]:
     return uneven_rows(g) if m == UNEVEN else [m] * g
 
 
-def prefill_candidates(n: int, k: int, groups: int) -> list:
-    """The uneven-expert sweep's tiles: 128 and 256 rows at PREFILL_BLOCK_N widths, >= 3 stages; and CTA pairs
-    sharing A by TMA multicast at the 128-wide tiles (DeepGEMM 8dfa329 runs its contiguous GEMM in pairs)."""
-    lib, out = library.current(), []
-    for bm in (128, 256):
-        for bn in lib.block_n_candidates(bm):
-            for cluster in (1, 2) if bn == 128 and -(-n // bn) % 2 == 0 else (1,):
-                cfg = lib.make_config("contiguous", n, k, groups, bm, bn, cluster=cluster)
-                if bn in PREFILL_BLOCK_N and cfg.stages >= 3:
-                    out.append(cfg)
-    return out
-
-
 def run_contiguous_shape(shape, cfgs, errors, timer: SweepTimer, sms: int, align: int,
                          prefill: bool = False) -> list[dict]:
     g, m, n, k = shape
@@ -360,9 +348,10 @@ def main(argv=None) -> int:
     if args.layout == "uneven":
         for s in shapes.PREFILL_UNEVEN_SHAPES[:1] if args.quick else shapes.PREFILL_UNEVEN_SHAPES:
             shape = (s.groups, s.m, s.n, s.k)
-            total = len(contiguous_layout(contiguous_rows(shape, True), PREFILL_ALIGN)[0])
+            total = len(contiguous_layout(contiguous_rows(shape, True), shapes.PREFILL_ALIGN)[0])
             pick = config_of("contiguous", total, s.n, s.k, s.groups)
-            work.append(("uneven", shape, with_pick(prefill_candidates(s.n, s.k, s.groups), pick, args.quick)))
+            cands = prefill_candidates("contiguous", s.n, s.k, s.groups, UNEVEN_BLOCK_N, pair_block_ns=(128,))
+            work.append(("uneven", shape, with_pick(cands, pick, args.quick)))
             extra.add(config_of("normal", total, s.n, s.k, 1))
     extra.discard(None)
     todo = {cfg for _, _, cfgs in work for cfg in cfgs}
@@ -387,7 +376,7 @@ def main(argv=None) -> int:
             if layout == "masked":
                 results += run_masked_shape(shape, cfgs, errors, timer, sms)
             elif layout == "uneven":
-                results += run_contiguous_shape(shape, cfgs, errors, timer, sms, PREFILL_ALIGN, prefill=True)
+                results += run_contiguous_shape(shape, cfgs, errors, timer, sms, shapes.PREFILL_ALIGN, prefill=True)
             else:
                 results += run_contiguous_shape(shape, cfgs, errors, timer, sms, align)
         except Exception as exc:

@@ -9,18 +9,7 @@
 # Each step has its own time limit, so a hang in one still leaves the others' results. Results under $OUT.
 #   STEPS="table dense" bash scripts/device_prefill.sh   (DeepGEMM from .peer/deepgemm when present)
 set -u
-cd "$(dirname "$0")/.."
-export PYTHONUNBUFFERED=1 CUGEMM8_NO_SHRINK=1 PYTHONPATH=$PWD CUGEMM8_CACHE_DIR=${CUGEMM8_CACHE_DIR:-/tmp/cugemm8-cache}
-OUT=${OUT:-/tmp/cugemm8-out}
-mkdir -p "$OUT"
-if [ -d .peer/deepgemm/deep_gemm ]; then
-    export PYTHONPATH=$PYTHONPATH:$PWD/.peer/deepgemm CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} \
-           DG_JIT_CACHE_DIR=${DG_JIT_CACHE_DIR:-/tmp/deepgemm-jit}
-fi
-# DeepGEMM's kernels compiled by an earlier call (.peer/deepgemm-jit.tgz, carried), and saved again at the end.
-[ -f .peer/deepgemm-jit.tgz ] && mkdir -p /tmp && tar xzf .peer/deepgemm-jit.tgz -C /tmp
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu,driver_version \
-    --format=csv >"$OUT/nvidia-smi.txt" 2>&1
+. "$(dirname "$0")/device_env.sh"
 for step in ${STEPS:-table}; do
     echo "=== $step ($(date -u +%H:%M:%S))"
     case $step in
@@ -46,5 +35,5 @@ for step in ${STEPS:-table}; do
         *) echo "unknown step $step" ;;
     esac
 done
-[ -d /tmp/deepgemm-jit ] && tar czf "$OUT/deepgemm-jit.tgz" -C /tmp deepgemm-jit
+[ -d "${DG_JIT_CACHE_DIR:-/nonexistent}" ] && tar czf "$OUT/deepgemm-jit.tgz" -C "$(dirname "$DG_JIT_CACHE_DIR")" "$(basename "$DG_JIT_CACHE_DIR")"
 echo "=== done ($(date -u +%H:%M:%S))"

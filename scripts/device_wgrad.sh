@@ -4,16 +4,7 @@
 # has its own time limit, so a hang in one still leaves the others' results. Results under $OUT (7 files).
 #   bash scripts/device_wgrad.sh      (DeepGEMM from .peer/deepgemm when present, as scripts/device_run.sh)
 set -u
-cd "$(dirname "$0")/.."
-export PYTHONUNBUFFERED=1 CUGEMM8_NO_SHRINK=1 PYTHONPATH=$PWD CUGEMM8_CACHE_DIR=${CUGEMM8_CACHE_DIR:-/tmp/cugemm8-cache}
-OUT=${OUT:-/tmp/cugemm8-out}
-mkdir -p "$OUT"
-if [ -d .peer/deepgemm/deep_gemm ]; then
-    export PYTHONPATH=$PYTHONPATH:$PWD/.peer/deepgemm CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} \
-           DG_JIT_CACHE_DIR=${DG_JIT_CACHE_DIR:-/tmp/deepgemm-jit}
-fi
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu,driver_version \
-    --format=csv >"$OUT/nvidia-smi.txt" 2>&1
+. "$(dirname "$0")/device_env.sh"
 echo "=== wgrad tests"
 timeout ${WGRAD_TEST_TIMEOUT:-130} python3 -m pytest -q -p no:cacheprovider tests/gpu/test_wgrad.py 2>&1 \
     | tee "$OUT/wgrad-tests.log" | tail -25

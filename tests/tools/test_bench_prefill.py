@@ -106,7 +106,7 @@ def test_summary_geomean_min_and_targets():
     assert s["target_met"] is None and s["rows"] == 5 and s["rows_compared"] == 3
     assert s["cugemm8_not_ok"] == ["u8x256x5120x8192", "u8x1024x4096x7168"]
     assert prefill.prefill_summary([])["dense"]["target_met"] is None
-    lines = report.prefill_summary_lines(prefill.prefill_summary(d + u))
+    lines = prefill.prefill_summary_lines(prefill.prefill_summary(d + u))
     assert len(lines) == 2 and ">= 1.05x geomean: met" in lines[0]
     assert "no shape below 1.00x: NOT met" in lines[1] and "1 below 1.0" in lines[1]
 
