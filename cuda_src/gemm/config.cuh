@@ -137,8 +137,13 @@ struct GemmConfig {
 // A typical configuration, for compiling the headers on their own (tests/unit/test_codegen.py).
 using DefaultConfig = GemmConfig<Layout::kNormal, 4096, 7168, 1, 128, 128, 8, 2, 128, 8, 1, false, 0, 1, false>;
 
+__host__ __device__ constexpr uint32_t gcd(uint32_t a, uint32_t b) { return b == 0 ? a : gcd(b, a % b); }
+
 // f(Const<I>{}), f(Const<I + 1>{}), ..., f(Const<N - 1>{}): a loop unrolled with compile-time indices.
-template <uint32_t V> struct Const { static constexpr uint32_t value = V; };
+template <uint32_t V> struct Const {
+    static constexpr uint32_t value = V;
+    __device__ constexpr operator uint32_t() const { return V; }
+};
 template <uint32_t I, uint32_t N, class F> __device__ __forceinline__ void static_for(F&& f) {
     if constexpr (I < N) {
         f(Const<I>{});

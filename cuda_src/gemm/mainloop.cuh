@@ -23,10 +23,12 @@ struct MainLoop {
     // datapath and spilled, so those loops take the plain address: NOTES.md v11, v15).
     static constexpr bool kPinnedBase = TilePolicy<Cfg>::kPinnedBase && !Walk::kRingRounds;
 
-    // A pass of a tile: its k-blocks, and the first tile column whose B scale is the next scale row.
+    // A pass of a tile: its k-blocks, and the first tile column whose B scale is the next scale row, as a
+    // compile-time Const (math.cuh's with_boundary) so that promotion picks each fragment's scale for free.
+    template <class Boundary>
     struct Pass {
         uint32_t kb_begin, kb_end;
-        uint32_t boundary;
+        Boundary boundary;
     };
 
     const SharedMemory<Cfg> sm;
@@ -119,8 +121,9 @@ struct MainLoop {
     }
 
     // Promotion: scale a finished 128-deep partial sum and add it into the FP32 sums.
+    template <class Boundary>
     __device__ __forceinline__ void promote(float (&f)[kFrag], float (&d)[kFrag], const float (&sc)[4],
-                                            uint32_t boundary) const {
+                                            Boundary boundary) const {
 #pragma unroll
         for (uint32_t i = 0; i < kFrag; ++i) fence_operand(d[i]);
 #pragma unroll
@@ -135,7 +138,8 @@ struct MainLoop {
     }
 
     // No slab of this warpgroup computes in the pass: walk the ring along with the other warpgroup.
-    __device__ __forceinline__ void walk_idle(const Pass& p) {
+    template <class P>
+    __device__ __forceinline__ void walk_idle(const P& p) {
 #pragma unroll 1
         for (uint32_t kb = p.kb_begin; kb < p.kb_end; ++kb) {
             mbar_wait(shared(&sm.full[ring.stage]), ring.phase);
@@ -146,8 +150,8 @@ struct MainLoop {
 
     // One accumulator: per k-block, each slab's MMAs then its promotion; the other math warpgroup's
     // MMAs fill the tensor cores meanwhile. kEvery: every slab works (else those in `slabs`).
-    template <bool kEvery, bool kWhole>
-    __device__ __forceinline__ void one_accumulator(const Pass& p, uint32_t slabs) {
+    template <bool kEvery, bool kWhole, class P>
+    __device__ __forceinline__ void one_accumulator(const P& p, uint32_t slabs) {
         const uint32_t last = kEvery ? kSlabs - 1 : 31 - __clz(slabs);
         float scale[kSlabs][4];
         auto kblock = [&](uint32_t kb, uint32_t st) {
@@ -166,8 +170,8 @@ struct MainLoop {
         else rolled(p, kblock);
     }
 
-    template <class KBlock>
-    __device__ __forceinline__ void rolled(const Pass& p, KBlock&& kblock) {
+    template <class P, class KBlock>
+    __device__ __forceinline__ void rolled(const P& p, KBlock&& kblock) {
 #pragma unroll 1
         for (uint32_t kb = p.kb_begin; kb < p.kb_end; ++kb) {
             kblock(kb, ring.stage);
@@ -219,7 +223,8 @@ struct MainLoop {
 
     // Two accumulators (one slab): k-block kb's MMAs run while kb-1 is promoted, so the MMA latency is
     // hidden even when this is the only math warpgroup.
-    __device__ __forceinline__ void two_accumulators(const Pass& p) {
+    template <class P>
+    __device__ __forceinline__ void two_accumulators(const P& p) {
         float scale0[kSlabs][4], scale1[kSlabs][4];  // kSlabs == 1 here
         uint32_t stage0, stage1;
         auto retire = [&](float (&d)[kFrag], const float (&sc)[kSlabs][4], uint32_t st) {
@@ -261,7 +266,8 @@ struct MainLoop {
     // done, then each column's partial sum scaled by its B scale, then its A scale. The scales are read before
     // the MMAs are issued and applied only to their results: loaded after, ptxas put the products sa * sb
     // between the wgmmas, so the last wgmma waited for the loads (NOTES.md v23).
-    __device__ __forceinline__ void row_scales(const Pass& p) {
+    template <class P>
+    __device__ __forceinline__ void row_scales(const P& p) {
         static_assert(Cfg::kRowScalesB && kSlabs == 1, "row_scales is the weight gradient's loop");
         const uint32_t row = wg * 64 + warp * 16 + lane / 4;
 #pragma unroll 1

@@ -70,7 +70,6 @@ struct MathWarpgroups {
             // Slabs of this warpgroup in the pass. The warp reduction tells ptxas the value is warp-uniform:
             // branches on it then keep the wgmma descriptors on the uniform datapath (NOTES.md v8).
             const uint32_t slabs = kWhole ? Loop::kAllSlabs : __reduce_or_sync(~0u, tiles.active_slabs(t, pass, wg));
-            const uint32_t boundary = 128 - n0 % 128;  // tile columns below this use B's scale row n0 / 128
             if constexpr (!Cfg::kRowScalesB)  // 1x128 B scales come with each stage instead
                 stage_b_scales<kSplitTile>(first_pass, group, n0, loop.store_thread);
             CG8_MARK(kTraceStaged);
@@ -83,16 +82,20 @@ struct MathWarpgroups {
             const uint32_t kb_end = kRanged ? t.kb_end() : Cfg::kNumKBlocks;
             // A slab wholly past the valid rows (masked) leaves the tensor cores to the other warpgroup.
             const bool idle = Tiles::kIdleSlabs && tiles.slab_idle(t, loop.wg_mma);
-            const typename Loop::Pass p{kb_begin, kb_end, boundary};
             if (slabs == 0 || idle) {
-                loop.walk_idle(p);
+                loop.walk_idle(typename Loop::template Pass<uint32_t>{kb_begin, kb_end, 0u});
             } else if constexpr (Cfg::kRowScalesB) {
-                loop.row_scales(p);
-            } else if constexpr (Cfg::kAccSets == 1) {
-                if (slabs == Loop::kAllSlabs) loop.template one_accumulator<true, kWhole>(p, slabs);
-                else loop.template one_accumulator<false, kWhole>(p, slabs);
+                loop.row_scales(typename Loop::template Pass<uint32_t>{kb_begin, kb_end, 0u});
             } else {
-                loop.two_accumulators(p);
+                with_boundary(n0, [&](auto boundary) {
+                    const typename Loop::template Pass<decltype(boundary)> p{kb_begin, kb_end, boundary};
+                    if constexpr (Cfg::kAccSets == 1) {
+                        if (slabs == Loop::kAllSlabs) loop.template one_accumulator<true, kWhole>(p, slabs);
+                        else loop.template one_accumulator<false, kWhole>(p, slabs);
+                    } else {
+                        loop.two_accumulators(p);
+                    }
+                });
             }
         }
         if constexpr (RingWalk<Cfg>::kAlignStages && !kWhole) loop.realign();
@@ -119,6 +122,29 @@ struct MathWarpgroups {
         }
         if (!kWhole && t.passes == 0) fetch_next();
         epilogue<kSplitTile>(loop, t, n0, amax);
+    }
+
+    // f(b) with b the first column of the tile at n0 whose B scale is the next scale row (kBlockN: none). Where
+    // the loops are one slab per warpgroup, b is a compile-time Const: one copy of the main loop per value
+    // n0 % 128 can take, so that promotion picks no scale per fragment at run time (NOTES.md v26). Two-slab
+    // loops take b at run time: their copies lost the uniform datapath and spilled. Tiles whose width divides
+    // 128 never straddle.
+    template <class F>
+    __device__ __forceinline__ static void with_boundary(uint32_t n0, F&& f) {
+        if constexpr (!Cfg::kMayStraddle) {
+            f(Const<Cfg::kBlockN>{});
+        } else if constexpr (Cfg::kSlabsPerWG > 1) {
+            f(128 - n0 % 128);
+        } else {
+            constexpr uint32_t kStep = gcd(Cfg::kBlockN, 128u);  // n0 % 128 is a multiple of this
+            const uint32_t offset = n0 % 128;
+            if (128 - offset >= Cfg::kBlockN) f(Const<Cfg::kBlockN>{});
+            static_for<0, 128 / kStep>([&](auto i) {
+                constexpr uint32_t kBoundary = 128 - i.value * kStep;
+                if constexpr (kBoundary < Cfg::kBlockN)
+                    if (offset == i.value * kStep) f(Const<kBoundary>{});
+            });
+        }
     }
 
     // A split tile's column chunk (split.cuh): its 8-column fragments.

@@ -66,7 +66,8 @@ def _check_contiguous_segments(bm, bn, n, k, grid=None, more=()):
         check_against_reference(out[rows], a[rows], sa[rows], b[g], sb[g], x[rows], w[g])
 
 
-@pytest.mark.parametrize("bm, bn, n", [(256, 128, 256), (128, 128, 256), (64, 64, 256), (128, 160, 320)])
+@pytest.mark.parametrize("bm, bn, n", [(256, 128, 256), (128, 128, 256), (64, 64, 256), (128, 160, 688),
+                                       (128, 144, 1200), (256, 112, 832)])
 def test_contiguous_tiles_spanning_experts(bm, bn, n):
     _check_contiguous_segments(bm, bn, n, 384)
 

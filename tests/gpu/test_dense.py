@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from hopper import requires_hopper
 from kernel_configs import SPLIT_K_EXPLICIT
-from problems import PROPERTY_SETTINGS, check_against_reference, make_dense, poisoned
+from problems import PROPERTY_SETTINGS, check_against_reference, make_dense, poisoned, quantize
 
 import cugemm8
 from cugemm8 import fp8_gemm, heuristics
@@ -38,6 +38,27 @@ def test_matmul_property(m, n, k, seed):
 def test_matmul_benchmark_shapes(m, n, k):
     x, w, a, sa, b, sb = make_dense(m, n, k, seed=m + n + k)
     out = cugemm8.matmul(a, sa, b, sb)
+    check_against_reference(out, a, sa, b, sb, x, w)
+
+
+# Tiles whose width does not divide 128 straddle two rows of B's scale grid; the column where the second row
+# starts depends on n0 % 128. One-slab loops (64- and 128-row tiles) take it as a compile-time constant, one
+# loop copy per value; 256-row tiles at run time. Each width runs over enough n-blocks to start a tile at every
+# value, plus a partial last block.
+@pytest.mark.parametrize("bm, bn", [(128, 96), (128, 112), (128, 144), (128, 160), (128, 192), (64, 80), (256, 112)])
+def test_tiles_straddling_b_scale_rows(bm, bn):
+    from math import gcd
+
+    m, k = 300, 640
+    n = bn * (128 // gcd(bn, 128)) + 48
+    cfg = heuristics.make_config("normal", n, k, 1, bm, bn)
+    rng = cupy.random.default_rng(bm + bn)
+    x = rng.standard_normal((m, k), dtype=cupy.float32)
+    # Each 128-row block of B at its own magnitude (1/4 to 4), so that a scale from the wrong row shows.
+    w = rng.standard_normal((n, k), dtype=cupy.float32) * cupy.repeat(4.0 ** (cupy.arange(n // 128 + 1) % 3 - 1), 128)[:n, None]
+    a, sa, b, sb = quantize(x, w.astype(cupy.float32))
+    out = poisoned((m, n))
+    fp8_gemm.bind(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out)()
     check_against_reference(out, a, sa, b, sb, x, w)
 
 
