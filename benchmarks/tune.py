@@ -15,6 +15,7 @@ import datetime
 import json
 import multiprocessing
 import os
+import statistics
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 
@@ -174,6 +175,22 @@ def prefill_candidates(layout: str, n: int, k: int, groups: int = 1, block_ns=PR
                 if cfg.stages >= 3:
                     out.append(cfg)
     return out
+
+
+def tile_rates(results: list, sms: int = 132) -> dict:
+    """Each single-CTA tile's rate over a prefill sweep (this module's dense one, or tune_grouped's uneven experts):
+    the median over the shapes of the TFLOPS its tiles sustain when every wave is full, waves x sms x BLOCK_M x
+    BLOCK_N x 2 x 128 x k-blocks / time. heuristics.TILE_RATES and CONTIGUOUS_TILE_RATES are this, rounded."""
+    per_tile: dict = {}
+    for r in results:
+        m, kb = r.get("total_m", r.get("m")), -(-r["k"] // 128)
+        for x in r["rows"]:
+            if x.get("cluster", 1) != 1 or not x["ok"]:
+                continue
+            bm, bn = x["block_m"], x["block_n"]
+            waves = -(-(-(-m // bm) * -(-r["n"] // bn)) // sms)
+            per_tile.setdefault((bm, bn), []).append(waves * sms * bm * bn * 256 * kb / (x["us"] * 1e6))
+    return {tile: statistics.median(v) for tile, v in sorted(per_tile.items())}
 
 
 def decode_candidates(m: int, n: int, k: int) -> list:

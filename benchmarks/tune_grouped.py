@@ -318,9 +318,12 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help=f"first shape of each layout, at most "
                                                          f"{QUICK_CANDIDATES} configurations")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 4, help="compile processes")
+    ap.add_argument("--pairs", default="128", help="uneven: comma-separated tile widths also swept as CTA pairs "
+                                                   "sharing A by TMA multicast (none: '')")
     args = ap.parse_args(argv)
     if args.reps < 1:
         ap.error("--reps must be >= 1")
+    pair_widths = tuple(int(w) for w in args.pairs.split(",") if w)
     t0 = time.time()
     sms = cugemm8.get_num_sms()
     align = cugemm8.get_m_alignment_for_contiguous_layout()
@@ -350,7 +353,7 @@ def main(argv=None) -> int:
             shape = (s.groups, s.m, s.n, s.k)
             total = len(contiguous_layout(contiguous_rows(shape, True), shapes.PREFILL_ALIGN)[0])
             pick = config_of("contiguous", total, s.n, s.k, s.groups)
-            cands = prefill_candidates("contiguous", s.n, s.k, s.groups, UNEVEN_BLOCK_N, pair_block_ns=(128,))
+            cands = prefill_candidates("contiguous", s.n, s.k, s.groups, UNEVEN_BLOCK_N, pair_block_ns=pair_widths)
             work.append(("uneven", shape, with_pick(cands, pick, args.quick)))
             extra.add(config_of("normal", total, s.n, s.k, 1))
     extra.discard(None)

@@ -27,13 +27,20 @@ CONTIGUOUS_M_ALIGNMENT = 64      # expert segments start at multiples of this (c
                                  # the kernel reads an expert per 64-row slab, whatever BLOCK_M is
 SPLIT_MIN_K_BLOCKS = 8           # masked: split the last wave only from this many k-blocks, where half a
                                  # tile pays for the exchange (NOTES.md v10)
-PREFILL_M = 2048                 # normal layout: from this many rows, tiles are ranked by estimated time
-# Each tile's rate (block_m x block_n x 128-deep k-blocks per µs and CTA, scaled), the median over the H200 sweep of
-# M 2048-16384 on DeepGEMM's six (N, K) pairs (bench/results/v25, NOTES.md v25). The 128x128 tiles' two accumulators
-# and 256x128 lead; widths that do not divide 128 straddle two rows of B's scales and are slower per column.
-TILE_RATES = {(128, 64): 3.57, (128, 96): 3.72, (128, 112): 3.57, (128, 128): 4.99, (128, 144): 3.95,
-              (128, 160): 4.08, (128, 192): 4.42, (256, 64): 4.38, (256, 96): 4.06, (256, 112): 3.72,
-              (256, 128): 5.24}
+PREFILL_M = 2048                 # normal and contiguous layouts: from this many rows, tiles are ranked by estimated time
+# Each single-CTA tile's rate: the TFLOPS its tiles sustain when every wave is full, the median over an H200 sweep
+# (benchmarks.tune.tile_rates; bench/results/v26, NOTES.md v25, v26). Dense: M 2048-16384 on DeepGEMM's six (N, K)
+# pairs; 256x128 and the 128x128 tiles' two accumulators lead, widths that do not divide 128 straddle two rows of
+# B's scales.
+TILE_RATES = {(128, 64): 948, (128, 96): 1093, (128, 112): 1147, (128, 128): 1290, (128, 144): 1114,
+              (128, 160): 1199, (128, 192): 1266, (256, 64): 1133, (256, 96): 1039, (256, 112): 982,
+              (256, 128): 1369}
+# Contiguous, experts of 0.5-1.5 x 256 or 1024 rows (issue 22's uneven experts, 8-64 of them): each expert's B
+# tiles serve few m-blocks, so wide tiles (fewer A re-reads per output) lead. Tiles of 256 rows, which often span
+# two experts there, are left to experts of WIDE_ROWS and more, ranked by the dense rates.
+PREFILL_EXPERT_ROWS = 256
+CONTIGUOUS_TILE_RATES = {(128, 96): 998, (128, 112): 1046, (128, 128): 1130, (128, 144): 1114, (128, 160): 1144,
+                         (128, 192): 1207}
 WIDE_ROWS = 2048                 # rows per group from which a grouped layout uses 256-row tiles:
                                  # contiguous, the mean per expert (a tile spanning two experts costs
                                  # about one more pass); masked, the expected count (a group's last
@@ -273,6 +280,7 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
         if tiles >= num_sms and config.stages >= min(3, ceil_div(k, BLOCK_K)):
             return _plan(config, tiles, num_sms)
 
+    rates = prefill_rates(layout, m, num_groups)
     best = None
     for bm in block_ms:
         if bm > 64 and m <= 64 and layout != "contiguous":
@@ -280,9 +288,11 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
         for bn in block_n_candidates(bm):
             if fp8 and not fp8_out_ok(bn):
                 continue
-            if layout == "contiguous" and bn > 128:
-                # Its problems are large: with tens of waves, the two-accumulator 128-row tiles
-                # (BLOCK_N <= 128) beat wider single-accumulator ones (NOTES.md v6).
+            if rates is not None and (bm, bn) not in rates:
+                continue
+            if layout == "contiguous" and bn > 128 and rates is None:
+                # Below PREFILL_M rows, the two-accumulator 128-row tiles (BLOCK_N <= 128) beat wider single-
+                # accumulator ones (NOTES.md v6).
                 continue
             config = candidate(bm, bn)
             if config.stages < min(3, ceil_div(k, BLOCK_K)):
@@ -291,13 +301,11 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
             waves = ceil_div(tiles, num_sms)
             last = tiles - (waves - 1) * num_sms
             waste = ceil_div(m, bm) * bm * ceil_div(n, bn) * bn
-            if layout == "normal" and m >= PREFILL_M:
+            if rates is not None:
                 # Large M: the time a CTA takes for its waves of tiles at each tile's measured rate. Waves first
                 # had taken 256x112 (4 waves) over 128x128 (7 waves of half the work) at 2048x7168x16384: 1.39x
                 # the time (NOTES.md v25).
-                if (bm, bn) not in TILE_RATES:
-                    continue
-                score = (waves * bm * bn / TILE_RATES[bm, bn], -(bm * bn), -bn)
+                score = (waves * bm * bn / rates[bm, bn], -(bm * bn), -bn)
                 if best is None or score < best[0]:
                     best = (score, config, tiles)
                 continue
@@ -342,6 +350,17 @@ SM_BYTES_PER_US = 35_000       # what one SM's loads sustain with most SMs loadi
 DRAM_BYTES_PER_US = 4_300_000  # the whole GPU (reads of A and B once)
 SPLIT_US = {1: 0.0, 2: 2.0, 4: 2.0, 8: 5.0}  # a split tile's exchange (DSMEM, the fixed-order sum, the wait
                                              # for the slowest share), by split
+
+
+def prefill_rates(layout: str, m: int, num_groups: int) -> dict | None:
+    """The measured tile rates that rank tiles at prefill-sized M (None: the waves-first rules). Contiguous experts of
+    WIDE_ROWS and more rows on average are dense GEMMs one after another; smaller ones down to the sweep's smallest
+    mean (PREFILL_EXPERT_ROWS) have their own rates."""
+    if m < PREFILL_M or layout == "masked":
+        return None
+    if layout == "contiguous" and m < WIDE_ROWS * num_groups:
+        return CONTIGUOUS_TILE_RATES if m >= PREFILL_EXPERT_ROWS * num_groups else None
+    return TILE_RATES
 
 
 def cluster_capacity(split: int, num_sms: int) -> int:

@@ -17,7 +17,7 @@ for step in ${STEPS:-table}; do
                    | tee "$OUT/bench-prefill.log" | tail -70 ;;
         dense) timeout ${SWEEP_TIMEOUT:-240} python3 -m benchmarks.tune --shapes prefill --reps ${REPS:-10} \
                    --out "$OUT/tune-prefill.json" 2>&1 | tee "$OUT/tune-prefill.log" | tail -30 ;;
-        uneven) timeout ${SWEEP_TIMEOUT:-240} python3 -m benchmarks.tune_grouped --layout uneven --reps ${REPS:-10} \
+        uneven) timeout ${SWEEP_TIMEOUT:-240} python3 -m benchmarks.tune_grouped --layout uneven --reps ${REPS:-10} ${UNEVEN_ARGS:-} \
                    --out "$OUT/tune-uneven.json" 2>&1 | tee "$OUT/tune-uneven.log" | tail -40 ;;
         ncu) i=0
             for args in "16384 4096 7168 --groups 16 --deepgemm" "16384 4096 7168 128 160 1 --groups 16" \

@@ -11,7 +11,9 @@ PREFILL = [(m, n, k) for m in (2048, 8192, 16384)
 SPREAD = [(1, 8, 16), (7, 24, 112), (65, 136, 144), (200, 1000, 1040), (1000, 4104, 2000), (3000, 256, 7168),
           (129, 2048, 128), (257, 512, 4096), (17, 576, 7168), (2048, 7168, 576)]
 CONTIGUOUS = [(4, 8192, 4096, 7168), (4, 8192, 7168, 2048), (8, 4096, 4096, 7168), (8, 4096, 7168, 2048),
-              (3, 300, 136, 400), (8, 24, 4096, 7168), (8, 64, 7168, 2048)]   # the last two: small experts
+              (3, 300, 136, 400), (8, 24, 4096, 7168), (8, 64, 7168, 2048),   # the last two: small experts
+              # Uneven experts of a few hundred to ~1500 rows (heuristics.CONTIGUOUS_TILE_RATES): issue 22's (N, K).
+              *((16, 1024, n, k) for n, k in ((4096, 7168), (7168, 2048), (16384, 5120), (5120, 8192)))]
 MASKED = [(g, e, n, k) for g, e in ((1, 1024), (2, 512), (4, 256)) for n, k in ((4096, 7168), (7168, 2048))] + [
     (32, 40, 24, 128)]
 # Decode-sized M (the split-K regime), on DeepGEMM's (N, K) pairs and narrow N.
@@ -20,7 +22,8 @@ DECODE = [(m, n, k) for m in (1, 2, 4, 8, 16, 32, 128)
                        (256, 4096), (512, 7168), (1024, 7168))]
 SMS = (132, 114, 78)
 CONTIGUOUS_EXPLICIT = [heuristics.make_config("contiguous", n, 384, 5, bm, bn)
-                       for bm, bn, n in ((256, 128, 256), (128, 128, 256), (64, 64, 256), (128, 160, 320))]
+                       for bm, bn, n in ((256, 128, 256), (128, 128, 256), (64, 64, 256), (128, 160, 688),
+                                         (128, 144, 1200))]
 
 SPLIT_EXPLICIT = [heuristics.make_config("masked", bn, k, 3, bm, bn, tail_split=True)
                   for bm, bn, k in ((128, 128, 1024), (256, 128, 384), (64, 64, 256), (128, 144, 640))]
