@@ -20,6 +20,7 @@ cugemm8.get_m_alignment_for_contiguous_layout(), against the dense kernel on the
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import time
 
@@ -27,6 +28,7 @@ import cupy
 import numpy as np
 
 import cugemm8
+from cugemm8 import heuristics
 
 from . import library, shapes
 from .env import bf16_to_f32, poison_bf16
@@ -45,6 +47,7 @@ BLOCK_MS = (64, 128, 256)
 # The uneven-expert sweep: 128- and 256-row tiles of these widths, pairs (DeepGEMM 8dfa329 runs its contiguous GEMM
 # in pairs) at 128 wide; segments padded to shapes.PREFILL_ALIGN rows.
 UNEVEN_BLOCK_N = (96, 112, 128, 144, 160, 192)
+RASTER_GROUP = heuristics.RASTER_GROUP  # the default band width (rows name only others)
 QUICK_CANDIDATES = 6
 SEED = shapes.SEED
 contiguous_layout = shapes.contiguous_layout
@@ -89,7 +92,9 @@ def tflops(rows: int, n: int, k: int, us: float | None) -> float | None:
 
 
 def cfg_label(row: dict) -> str:
-    return f"{row['block_m']}x{row['block_n']}x{row['stages']}" + ("c2" if row.get("cluster", 1) == 2 else "")
+    raster = row.get("raster", RASTER_GROUP)
+    return (f"{row['block_m']}x{row['block_n']}x{row['stages']}" + ("c2" if row.get("cluster", 1) == 2 else "")
+            + (f"r{raster}" if raster != RASTER_GROUP else ""))
 
 
 def best_row(rows: list[dict]) -> dict | None:
@@ -121,7 +126,7 @@ def sweep(cfgs, errors, make_call, check, valid_rows: int, n: int, k: int, pick,
     rows = []
     for cfg in cfgs:
         row = {"block_m": cfg.block_m, "block_n": cfg.block_n, "stages": cfg.stages, "num_math_wg": cfg.num_math_wg,
-               "cluster": cfg.cluster,
+               "cluster": cfg.cluster, "raster": cfg.raster_group,
                "us": None, "tflops": None, "ok": False, "picked": pick is not None and cfg == pick}
         if cfg in errors:
             row["error"] = errors[cfg]
@@ -318,12 +323,15 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help=f"first shape of each layout, at most "
                                                          f"{QUICK_CANDIDATES} configurations")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 4, help="compile processes")
+    ap.add_argument("--rasters", default="", help="uneven: comma-separated band widths (n-blocks) to sweep with the "
+                                                  "heuristic's tile instead of the tiles")
     ap.add_argument("--pairs", default="128", help="uneven: comma-separated tile widths also swept as CTA pairs "
                                                    "sharing A by TMA multicast (none: '')")
     args = ap.parse_args(argv)
     if args.reps < 1:
         ap.error("--reps must be >= 1")
     pair_widths = tuple(int(w) for w in args.pairs.split(",") if w)
+    rasters = tuple(int(r) for r in args.rasters.split(",") if r)
     t0 = time.time()
     sms = cugemm8.get_num_sms()
     align = cugemm8.get_m_alignment_for_contiguous_layout()
@@ -353,7 +361,10 @@ def main(argv=None) -> int:
             shape = (s.groups, s.m, s.n, s.k)
             total = len(contiguous_layout(contiguous_rows(shape, True), shapes.PREFILL_ALIGN)[0])
             pick = config_of("contiguous", total, s.n, s.k, s.groups)
-            cands = prefill_candidates("contiguous", s.n, s.k, s.groups, UNEVEN_BLOCK_N, pair_block_ns=pair_widths)
+            if rasters:
+                cands = [dataclasses.replace(pick, raster_group=r) for r in rasters]
+            else:
+                cands = prefill_candidates("contiguous", s.n, s.k, s.groups, UNEVEN_BLOCK_N, pair_block_ns=pair_widths)
             work.append(("uneven", shape, with_pick(cands, pick, args.quick)))
             extra.add(config_of("normal", total, s.n, s.k, 1))
     extra.discard(None)

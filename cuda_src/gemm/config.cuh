@@ -137,6 +137,7 @@ struct GemmConfig {
 // A typical configuration, for compiling the headers on their own (tests/unit/test_codegen.py).
 using DefaultConfig = GemmConfig<Layout::kNormal, 4096, 7168, 1, 128, 128, 8, 2, 128, 8, 1, false, 0, 1, false>;
 
+// The greatest common divisor (the step of the values n0 % 128 takes for tiles of a given width: math.cuh).
 __host__ __device__ constexpr uint32_t gcd(uint32_t a, uint32_t b) { return b == 0 ? a : gcd(b, a % b); }
 
 // f(Const<I>{}), f(Const<I + 1>{}), ..., f(Const<N - 1>{}): a loop unrolled with compile-time indices.

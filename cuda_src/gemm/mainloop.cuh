@@ -23,8 +23,9 @@ struct MainLoop {
     // datapath and spilled, so those loops take the plain address: NOTES.md v11, v15).
     static constexpr bool kPinnedBase = TilePolicy<Cfg>::kPinnedBase && !Walk::kRingRounds;
 
-    // A pass of a tile: its k-blocks, and the first tile column whose B scale is the next scale row, as a
-    // compile-time Const (math.cuh's with_boundary) so that promotion picks each fragment's scale for free.
+    // A pass of a tile: its k-blocks, and the first tile column whose B scale is the next scale row: a Const
+    // where math.cuh's with_boundary makes it one (promotion then picks each fragment's scale for free), else a
+    // run-time value.
     template <class Boundary>
     struct Pass {
         uint32_t kb_begin, kb_end;
