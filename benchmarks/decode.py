@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 
 from .env import Env, bf16_to_f32, calc_diff_gpu, poison_bf16, quantize_a
-from .report import config_text, fmt, row_label, status_text, us
+from .report import config_text, counted_label, fmt, row_label, status_text, us
 from .shapes import (SEED, Shape, decode_masked_m, decode_max_m, decode_shapes, gemm_bytes, gemm_flops, geomean,
                      masked_decode_bytes, ratio, roofline_fraction)
 from .tables import base_row, bench_dense_shape, cugemm8_candidate, deepgemm_candidate, finish_row, measure
@@ -217,9 +217,7 @@ def decode_summary(rows: list[dict], graph: dict | None = None, floor: dict | No
 
 
 def decode_row_text(row: dict) -> str:
-    label = row_label(row)
-    if "valid_rows" in row:
-        label += f" ({row['valid_rows']} rows, {row['empty_groups']} empty)"
+    label = counted_label(row, "empty_groups")
     if "error" in row:
         return f"{label:>40s} error: {row['error']}"
     res = row["results"]

@@ -13,7 +13,7 @@ ratio and its shape, the rows below 1.0, and issue 22's targets. Importing this 
 from __future__ import annotations
 
 from .env import Env, calc_diff_gpu, quantize_a
-from .report import config_text, fmt, row_label, status_text, us
+from .report import config_text, counted_label, fmt, row_label, status_text, us
 from .shapes import (PREFILL_ALIGN, Shape, contiguous_layout, gemm_flops, geomean, masked_decode_bytes,
                      prefill_shapes, ratio, uneven_expert_rows)
 from .tables import base_row, bench_dense_shape, contiguous_candidates, finish_row, measure
@@ -136,9 +136,7 @@ def prefill_summary_lines(summary: dict) -> list[str]:
 
 # ----------------------------------------------------------------------------- printing
 def row_text(row: dict) -> str:
-    label = row_label(row)
-    if "valid_rows" in row:
-        label += f" ({row['valid_rows']} rows, {row['empty_experts']} empty)"
+    label = counted_label(row, "empty_experts")
     if "error" in row:
         return f"{label:>42s} error: {row['error']}"
     res = row["results"]

@@ -47,6 +47,14 @@ def row_label(row: dict) -> str:
     return Shape(row["kind"], row["groups"], row["m"], row["n"], row["k"]).label
 
 
+def counted_label(row: dict, empty_key: str) -> str:
+    """row_label, with a grouped row's valid rows and its empty groups (row[empty_key]) where it has them."""
+    label = row_label(row)
+    if "valid_rows" in row:
+        label += f" ({row['valid_rows']} rows, {row[empty_key]} empty)"
+    return label
+
+
 def status_text(entry: dict) -> str:
     status = entry.get("status", "-")
     return "" if status == "ok" else (" WRONG" if status == "wrong" else f" {status}")

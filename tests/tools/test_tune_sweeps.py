@@ -1,6 +1,7 @@
 """CPU tier for the sweeps (benchmarks.tune, benchmarks.tune_grouped): candidate lists and contiguous
 layouts (no GPU, no compiling)."""
 import numpy as np
+import pytest
 
 import cugemm8
 from benchmarks import shapes as bench
@@ -100,3 +101,12 @@ def test_dense_line_names_best_and_pick():
     line = tune.dense_line({"m": 64, "n": 2112, "k": 7168, "rows": rows, "pick": None}, raster_sweep=False)
     assert "best      64x16x8c1s1" in line and "pick 64x64x6c1s1" in line and "(1.10x)" in line
     assert "MISMATCH in [(64, 64)]" in line
+
+
+@pytest.mark.parametrize("argv, message", [(["--rasters", "4,x"], "comma-separated integers"),
+                                           (["--pairs", "128,a"], "comma-separated integers"),
+                                           (["--rasters", "0"], "positive band widths")])
+def test_width_lists_are_checked_before_the_gpu(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        tg.main(["--layout", "uneven", *argv])
+    assert message in capsys.readouterr().err
