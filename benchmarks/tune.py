@@ -162,16 +162,20 @@ def dense_candidates(m: int, n: int, k: int, rasters=(None,)) -> list:
 
 
 def prefill_candidates(layout: str, n: int, k: int, groups: int = 1, block_ns=PREFILL_BLOCK_N,
-                       pair_block_ns=PREFILL_BLOCK_N) -> list:
+                       pair_block_ns=PREFILL_BLOCK_N, share_b_block_ns=()) -> list:
     """Prefill sweeps (dense, and tune_grouped's uneven experts): 128- and 256-row tiles at `block_ns` widths, single
-    CTAs and, at `pair_block_ns` widths with even n-blocks, pairs sharing A by TMA multicast; >= 3 stages (the tiles
-    the large-M rules can reach)."""
+    CTAs and, at `pair_block_ns` widths with even n-blocks, pairs sharing A by TMA multicast, and at 128-row
+    `share_b_block_ns` widths (contiguous) pairs sharing B; >= 3 stages (the tiles the large-M rules can reach)."""
     lib = library.current()
     out = []
     for bm in (128, 256):
         for bn in (bn for bn in lib.block_n_candidates(bm) if bn in block_ns):
             for cluster in (1, 2) if bn in pair_block_ns and -(-n // bn) % 2 == 0 else (1,):
                 cfg = lib.make_config(layout, n, k, groups, bm, bn, cluster=cluster)
+                if cfg.stages >= 3:
+                    out.append(cfg)
+            if bm == 128 and bn in share_b_block_ns:
+                cfg = lib.make_config(layout, n, k, groups, bm, bn, cluster=2, share_b=True)
                 if cfg.stages >= 3:
                     out.append(cfg)
     return out

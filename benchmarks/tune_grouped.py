@@ -2,7 +2,7 @@
 the heuristic's pick and with the dense kernel.
 
     python -m benchmarks.tune_grouped [--layout masked|contiguous|both|uneven] [--reps 10] [--out FILE] [--quick]
-                                      [--jobs N] [--pairs 128,192] [--rasters 4,8,16]
+                                      [--jobs N] [--pairs 128,192] [--share-b 160,192] [--rasters 4,8,16]
 
 Not a test and not the benchmark: a tool for setting the heuristic from measurements (the grouped
 counterpart of benchmarks/tune.py, whose compiling, timing and output it shares). Each configuration is
@@ -16,7 +16,8 @@ Contiguous: the benchmark's shapes plus two with uneven experts (G=8, about 4096
 int(4096*U(0.7, 1.3)) and rescaled to the same valid total), segments padded to
 cugemm8.get_m_alignment_for_contiguous_layout(), against the dense kernel on the same total M, N, K
 ("dense_same_mnk"). Every case also times the API call itself ("api": the pick with the API's grid).
-Uneven (issue 22's table): 128- and 256-row tiles, CTA pairs at --pairs widths, or the pick at --rasters band widths.
+Uneven (issue 22's table): 128- and 256-row tiles, CTA pairs sharing A at --pairs widths and sharing B at --share-b
+widths, or the pick at --rasters band widths.
 
 One file past 400 lines: the masked, contiguous and uneven sweeps share its input builders, checks and output rows;
 apart, each would import the others' pieces.
@@ -97,7 +98,8 @@ def tflops(rows: int, n: int, k: int, us: float | None) -> float | None:
 
 def cfg_label(row: dict) -> str:
     raster = row.get("raster", RASTER_GROUP)
-    return (f"{row['block_m']}x{row['block_n']}x{row['stages']}" + ("c2" if row.get("cluster", 1) == 2 else "")
+    pair = "b2" if row.get("share_b") else "c2" if row.get("cluster", 1) == 2 else ""
+    return (f"{row['block_m']}x{row['block_n']}x{row['stages']}" + pair
             + (f"r{raster}" if raster != RASTER_GROUP else ""))
 
 
@@ -130,7 +132,7 @@ def sweep(cfgs, errors, make_call, check, valid_rows: int, n: int, k: int, pick,
     rows = []
     for cfg in cfgs:
         row = {"block_m": cfg.block_m, "block_n": cfg.block_n, "stages": cfg.stages, "num_math_wg": cfg.num_math_wg,
-               "cluster": cfg.cluster, "raster": cfg.raster_group,
+               "cluster": cfg.cluster, "share_b": getattr(cfg, "share_b", False), "raster": cfg.raster_group,
                "us": None, "tflops": None, "ok": False, "picked": pick is not None and cfg == pick}
         if cfg in errors:
             row["error"] = errors[cfg]
@@ -331,14 +333,18 @@ def main(argv=None) -> int:
                                                   "heuristic's tile instead of the tiles")
     ap.add_argument("--pairs", default="128", help="uneven: comma-separated tile widths also swept as CTA pairs "
                                                    "sharing A by TMA multicast (none: '')")
+    ap.add_argument("--share-b", default="", help="uneven: comma-separated widths of 128-row tiles also swept as CTA "
+                                                  "pairs sharing B")
     args = ap.parse_args(argv)
     if args.reps < 1:
         ap.error("--reps must be >= 1")
     try:
         pair_widths = tuple(int(w) for w in args.pairs.split(",") if w)
+        share_b_widths = tuple(int(w) for w in args.share_b.split(",") if w)
         rasters = tuple(int(r) for r in args.rasters.split(",") if r)
     except ValueError:
-        ap.error(f"--pairs and --rasters take comma-separated integers, got {args.pairs!r} and {args.rasters!r}")
+        ap.error(f"--pairs, --share-b and --rasters take comma-separated integers, got {args.pairs!r}, "
+                 f"{args.share_b!r} and {args.rasters!r}")
     if any(r < 1 for r in rasters):
         ap.error(f"--rasters must be positive band widths, got {args.rasters!r}")
     t0 = time.time()
@@ -373,7 +379,8 @@ def main(argv=None) -> int:
             if rasters:
                 cands = [dataclasses.replace(pick, raster_group=r) for r in rasters]
             else:
-                cands = prefill_candidates("contiguous", s.n, s.k, s.groups, UNEVEN_BLOCK_N, pair_block_ns=pair_widths)
+                cands = prefill_candidates("contiguous", s.n, s.k, s.groups, UNEVEN_BLOCK_N, pair_block_ns=pair_widths,
+                                           share_b_block_ns=share_b_widths)
             work.append(("uneven", shape, with_pick(cands, pick, args.quick)))
             extra.add(config_of("normal", total, s.n, s.k, 1))
     extra.discard(None)

@@ -50,10 +50,12 @@ def config_type(cfg: KernelConfig) -> str:
               cfg.record_slots, cfg.split_k, "true" if cfg.stream_b else "false"]
     if cfg.wgrad:  # FP32 added into D, with 1x128 B scales (and K at run time: k == 0)
         params += ["cg8::OutFormat::kF32Add", "cg8::ScaleB::kRow", cfg.d_atoms]
-    elif cfg.out_fp8:  # bf16 leaves the default, so its sources (and cache keys) read as before
+    elif cfg.out_fp8 or cfg.share_b:  # the defaults are left out, so older sources (and cache keys) read as before
         params.append(_OUT_FORMATS[cfg.out_format])
-        if cfg.group_ctas > 1:  # CTAs sharing a scale group (the parameters before it at their defaults)
+        if cfg.group_ctas > 1 or cfg.share_b:  # (the parameters before them at their defaults)
             params += ["cg8::ScaleB::kBlock", 0, cfg.group_ctas]
+        if cfg.share_b:
+            params.append("true")
     return f"cg8::GemmConfig<{', '.join(map(str, params))}>"
 
 
@@ -122,7 +124,8 @@ def cfg_str(cfg: KernelConfig) -> str:
                 f"{cfg.stages} stages")
     return (f"{cfg.layout} N={cfg.n} K={cfg.k} G={cfg.num_groups} block {cfg.block_m}x{cfg.block_n}, "
             f"{cfg.stages} stages" + (f", {cfg.out_format} out" if cfg.out_fp8 else "")
-            + (f", {cfg.group_ctas} CTAs a scale group" if cfg.group_ctas > 1 else ""))
+            + (f", {cfg.group_ctas} CTAs a scale group" if cfg.group_ctas > 1 else "")
+            + (", pairs sharing B" if cfg.share_b else ", pairs sharing A" if cfg.cluster > 1 else ""))
 
 
 class LoadedKernel(runtime.LoadedFunction):
@@ -158,8 +161,8 @@ def box_rows_a(cfg: KernelConfig, rows: int) -> int:
     """Rows of A's TMA box, and (rounded up to 4, TMA's 16 bytes) of its scales' box; the kernel expects the
     same bytes per stage (TilePolicy::rows_a_landing in cuda_src/gemm/policy_*.cuh). The normal layout's tiles
     of up to 128 rows load at most M rows, so a GEMM with fewer rows than a tile reads no rows past A's end
-    (NOTES.md v18); a multicast pair loads half a tile each."""
-    if cfg.cluster > 1:
+    (NOTES.md v18); a pair sharing A loads half a tile each."""
+    if cfg.cluster > 1 and not cfg.share_b:
         return cfg.block_m // cfg.cluster
     return min(rows, cfg.block_m) if cfg.layout == "normal" and cfg.block_m <= 128 else cfg.block_m
 
@@ -182,7 +185,7 @@ def tensor_maps(cfg: KernelConfig, rows: int, a_ld: int, b_ld: int, sa_ld: int, 
     return (
         runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[0], cfg.k, a_rows, a_ld, BLOCK_K, box_a, 128),
         runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[1], cfg.k, cfg.n * groups, b_ld, BLOCK_K,
-                          cfg.block_n, 128),
+                          cfg.block_n // 2 if cfg.share_b else cfg.block_n, 128),  # pairs sharing B: half tiles
         runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, ptrs[2], sa_inner, sa_outer, sa_ld * 4,
                           -(-box_a // 4) * 4, 1, 0),
         runtime.encode_2d(d_type, ptrs[3], cfg.n, a_rows, d_ld * out_bytes, atom_cols, min(cfg.block_m, a_rows),

@@ -70,6 +70,8 @@ class KernelConfig:
     d_atoms: int = 0    # the weight gradient: atoms of its FP32 output tile held in shared memory (0: all)
     group_ctas: int = 1  # e4m3 output, normal layout: CTAs of a cluster whose block_n-wide tiles make up one
                          # 128-column scale group and share each row's amax (block_n * group_ctas == 128)
+    share_b: bool = False  # contiguous, cluster=2: the pair holds adjacent m-blocks of one n-block and shares
+                           # each B tile instead of A (where both are one expert's)
 
     @property
     def out_fp8(self) -> bool:
@@ -89,7 +91,7 @@ class KernelConfig:
         if self.wgrad:
             return wgrad_smem_bytes(self.block_m, self.block_n, self.stages, self.k_groups, self.swizzle_d, self.d_atoms)
         return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups, self.tail_split,
-                          self.record_slots, self.split_k, self.out_fp8, self.group_ctas)
+                          self.record_slots, self.split_k, self.out_fp8, self.group_ctas, self.share_b)
 
     @property
     def cluster_dims(self) -> int:
@@ -138,11 +140,12 @@ def ceil_div(a: int, b: int) -> int:
 
 def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: int = 0,
                tail_split: bool = False, record_slots: int = 0, split_k: int = 1, out_fp8: bool = False,
-               group_ctas: int = 1) -> int:
+               group_ctas: int = 1, share_b: bool = False) -> int:
     """Bytes of the kernel's shared-memory map (cuda_src/gemm/smem.cuh; every rendered kernel asserts the
     two agree): the D tile, or a split tile's inbox where larger; per stage A, B and A's scales; the
     tile's B scales (every k-block, one or two scale rows, 16-byte rounded); the masked layout's rows and
-    running tile totals per group, or the contiguous layout's ring of tile records (16-byte rounded);
+    running tile totals per group, or the contiguous layout's ring of tile records (16-byte rounded; pairs
+    sharing B add the peer tile's pass count);
     2 barriers a stage, 2 more for split tiles (or CTAs sharing a scale group), 2 per record slot; with
     e4m3 output those add their peers' row amax and its barrier."""
     splits = 2 if tail_split else split_k
@@ -152,7 +155,7 @@ def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: i
     sb = -(-(ceil_div(k, BLOCK_K) * sb_rows * 4) // 16) * 16
     rows = -(-(masked_groups * 8) // 16) * 16
     if record_slots:  # records of one id per 64-row slab and one bit per row, and their barriers
-        rows = -(-(record_slots * (block_m // 64 + block_m // 32) * 4) // 16) * 16 + record_slots * 16
+        rows = -(-(record_slots * (block_m // 64 + block_m // 32 + share_b) * 4) // 16) * 16 + record_slots * 16
     amax = (peers - 1) * block_m * 4 + 8 if out_fp8 and peers > 1 else 0
     return (max(block_m * block_n * 2, inbox) + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16)
             + sb + rows + (16 if peers > 1 else 0) + amax)
@@ -195,37 +198,50 @@ def block_n_candidates(block_m: int) -> list[int]:
 
 
 def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0, tail_split: bool = False,
-            record_slots: int = 0, split_k: int = 1, out_fp8: bool = False, group_ctas: int = 1) -> int:
+            record_slots: int = 0, split_k: int = 1, out_fp8: bool = False, group_ctas: int = 1,
+            share_b: bool = False) -> int:
     limit = min(MAX_STAGES, max(1, ceil_div(ceil_div(k, BLOCK_K), split_k)))  # a CTA's k-blocks fill the ring
     for s in range(limit, 0, -1):
         if smem_bytes(block_m, block_n, s, k, masked_groups, tail_split, record_slots, split_k,
-                      out_fp8, group_ctas) <= SMEM_CAPACITY:
+                      out_fp8, group_ctas, share_b) <= SMEM_CAPACITY:
             return s
     return 0
 
 
 def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, block_n: int,
                 cluster: int = 1, tail_split: bool | None = None, split_k: int = 1,
-                stream_b: bool = False, out_format: str = "bfloat16", group_ctas: int = 1) -> KernelConfig:
+                stream_b: bool = False, out_format: str = "bfloat16", group_ctas: int = 1,
+                share_b: bool = False) -> KernelConfig:
     """The configuration of one tile shape as the heuristic builds it (most stages that fit, one math
     warpgroup per 64-row tile, the widest output swizzle, the masked split where it pays, unless
     `tail_split` says otherwise; never with e4m3 output): for the heuristic itself, and for sweeps and
     tools that name a tile. `group_ctas` > 1 (e4m3 output, normal layout, unsplit): that many CTAs of a
-    cluster hold a 128-column scale group's tiles (can_share_group)."""
+    cluster hold a 128-column scale group's tiles (can_share_group). `share_b` (contiguous, cluster=2): the pair
+    shares B (can_share_b)."""
     fp8 = out_format != "bfloat16"  # e4m3 output: swizzle of its 1-byte rows
     if group_ctas != 1 and not (fp8 and layout == "normal" and can_share_group(block_n, group_ctas)
                                 and split_k == 1 and cluster == 1):
         raise ValueError(f"group_ctas={group_ctas} needs e4m3 output, the normal layout, no split or multicast and "
                          f"block_n * group_ctas == 128 (group_ctas 2 or 4); got {out_format}, {layout}, "
                          f"split_k={split_k}, cluster={cluster}, block_n={block_n}")
+    if share_b and not (cluster == 2 and can_share_b(layout, block_n)):
+        raise ValueError(f"share_b needs cluster=2, the contiguous layout and block_n a multiple of 16; got "
+                         f"cluster={cluster}, {layout}, block_n={block_n}")
     if tail_split is None:
         tail_split = cluster == 1 and split_k == 1 and tail_split_for(layout, block_n, k)
     stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split,
-                     record_slots_for(layout), split_k, fp8, group_ctas)
+                     record_slots_for(layout), split_k, fp8, group_ctas, share_b)
     return KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=block_m, block_n=block_n,
                         stages=stages, num_math_wg=1 if block_m == 64 else 2,
                         swizzle_d=swizzle_for(block_n, 1 if fp8 else 2), cluster=cluster, tail_split=tail_split,
-                        split_k=split_k, stream_b=stream_b, out_format=out_format, group_ctas=group_ctas)
+                        split_k=split_k, stream_b=stream_b, out_format=out_format, group_ctas=group_ctas,
+                        share_b=share_b)
+
+
+def can_share_b(layout: str, block_n: int) -> bool:
+    """What CTA pairs sharing B need (cuda_src/gemm/config.cuh, kShareB): the contiguous layout (a pair's
+    m-blocks of one expert read one B tile), and half a B tile starting on the 128-byte swizzle's 8-row period."""
+    return layout == "contiguous" and block_n % 16 == 0
 
 
 def can_share_group(block_n: int, group_ctas: int) -> bool:

@@ -30,7 +30,7 @@ template <Layout kLayout_, uint32_t kShapeN_, uint32_t kShapeK_, uint32_t kNumGr
           uint32_t kBlockN_, uint32_t kStages_, uint32_t kNumMathWG_, uint32_t kSwizzleD_, uint32_t kRasterGroup_,
           uint32_t kMulticast_, bool kTailSplit_, uint32_t kRecordSlots_, uint32_t kSplitK_, bool kStreamB_,
           OutFormat kOutFormat_ = OutFormat::kBf16, ScaleB kScaleB_ = ScaleB::kBlock, uint32_t kTileAtoms_ = 0,
-          uint32_t kGroupCtas_ = 1>
+          uint32_t kGroupCtas_ = 1, bool kShareB_ = false>
 struct GemmConfig {
     static constexpr Layout kLayout = kLayout_;
     static constexpr uint32_t kShapeN = kShapeN_;
@@ -46,6 +46,9 @@ struct GemmConfig {
     // 2: the two CTAs of a cluster work on tiles of the same rows (adjacent n-blocks), and each loads
     // half of the shared A tile (and its scales) into both with a multicast TMA load.
     static constexpr uint32_t kMulticast = kMulticast_;
+    // With kMulticast == 2, the pair shares B instead (the contiguous layout): its CTAs hold adjacent m-blocks
+    // of one n-block, and where both are one expert's, each loads half of the B tile into both.
+    static constexpr bool kShareB = kShareB_;
     // Masked layout: a last wave that would leave at least half of the CTAs idle is split in K over the
     // two CTAs of a cluster (split.cuh).
     static constexpr bool kTailSplit = kTailSplit_;
@@ -74,7 +77,8 @@ struct GemmConfig {
     static constexpr uint32_t kMathThreads = 128 * kNumMathWG;
     static constexpr uint32_t kThreads = kMathThreads + 128;  // + the producer warpgroup
     static constexpr uint32_t kClusterDims = kExchangeCtas > 1 ? kExchangeCtas : kMulticast;  // CTAs per cluster as launched
-    static constexpr uint32_t kMulticastRows = kBlockM / kMulticast;  // A rows each CTA of a pair loads
+    static constexpr uint32_t kMulticastRows = kShareB ? kBlockM : kBlockM / kMulticast;  // A rows a CTA loads
+    static constexpr uint32_t kShareRowsB = kShareB ? kBlockN / 2 : kBlockN;  // B rows each CTA of a pair loads
 
     // ------------------------------------------------------------------ tiles
     static constexpr uint32_t kSlabsPerTile = kBlockM / kSlabRows;
@@ -106,7 +110,11 @@ struct GemmConfig {
     static_assert(kBlockN <= 128 || kRowScalesB || (128 % (kBlockN - 128)) == 0,
                   "BLOCK_N > 128 must span at most two sb rows (128x128 B scales)");
     static_assert(kBlockN % kAtomCols == 0, "output atoms must tile BLOCK_N");
-    static_assert(kMulticast == 1 || (kMulticast == 2 && kNumNBlocks % 2 == 0), "multicast pairs need even n-blocks");
+    static_assert(kMulticast == 1 || (kMulticast == 2 && (kShareB || kNumNBlocks % 2 == 0)),
+                  "pairs sharing A need even n-blocks");
+    // A half of a 128-byte swizzled B tile must start on the swizzle's 1024-byte period (8 rows).
+    static_assert(!kShareB || (kMulticast == 2 && kLayout == Layout::kContiguous && kBlockN % 16 == 0),
+                  "pairs sharing B: the contiguous layout, BLOCK_N a multiple of 16");
     // Each CTA of a split tile owns a column chunk of whole 8-column fragments and at least one k-block.
     // (Which layouts may split, or have a record ring, their tile policies say.)
     static_assert(kSplitK >= 1 && kSplitK <= 8 && !(kTailSplit && kSplitK > 1), "split K over 1 to 8 CTAs, or the tail split");

@@ -98,6 +98,10 @@ struct MathWarpgroups {
                 });
             }
         }
+        if constexpr (Cfg::kShareB) {  // the peer tile's extra passes: its stages walked through in step
+            const uint32_t pad = tiles.pad_kblocks(t);
+            if (pad != 0) loop.walk_idle(typename Loop::template Pass<uint32_t>{0u, pad, 0u});
+        }
         if constexpr (RingWalk<Cfg>::kAlignStages && !kWhole) loop.realign();
         CG8_MARK(kTraceMainDone);
         typename Out::RowValues amax;  // e4m3 output of a split tile: each row's amax over the whole tile

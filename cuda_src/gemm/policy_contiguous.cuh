@@ -1,6 +1,7 @@
 // The contiguous layout's tiles: the experts' rows concatenated, each expert's segment starting at a
 // multiple of 64 rows, m_indices giving each row's expert (-1 on padding). Tiles run in the normal
-// raster order; a tile's passes come from its slabs' experts.
+// raster order; a tile's passes come from its slabs' experts. Pairs sharing B (kShareB) walk pairs of
+// m-blocks in that order, the cluster's CTA of rank r taking m-block 2p + r of pair p.
 #pragma once
 #include "tile.cuh"
 #include "record_ring.cuh"
@@ -29,6 +30,7 @@ struct ContiguousTiles {
     static constexpr bool kScalesPerGroup = false;  // e4m3 output: one block of out_scale
     static constexpr uint32_t kSmemWordBytes = Records::kBytes;
     static constexpr uint32_t kRingBarriers = 2 * Records::kSlots;
+    static constexpr bool kPairs = Cfg::kShareB;
 
     uint32_t m;               // rows of A (sum M)
     const int32_t* layout;    // m_indices (global)
@@ -55,8 +57,16 @@ struct ContiguousTiles {
     // The normal layout's raster walk, written out again: shared through a helper, it moved the normal
     // kernels' code (NOTES.md v16).
     __device__ __forceinline__ bool next(Tile& t) {
-        if (tile_idx >= num_m_blocks * Cfg::kNumNBlocks) return false;
-        raster<Cfg>(tile_idx, num_m_blocks, t.m_block, t.n_block);
+        if constexpr (kPairs) {  // (the grid is even, so tile_idx % 2 is the CTA's rank in its pair)
+            const uint32_t pairs = (num_m_blocks + 1) / 2;  // an odd last m-block's peer is past M: no passes
+            if (tile_idx / 2 >= pairs * Cfg::kNumNBlocks) return false;
+            uint32_t pair;
+            raster<Cfg>(tile_idx / 2, pairs, pair, t.n_block);
+            t.m_block = 2 * pair + tile_idx % 2;
+        } else {
+            if (tile_idx >= num_m_blocks * Cfg::kNumNBlocks) return false;
+            raster<Cfg>(tile_idx, num_m_blocks, t.m_block, t.n_block);
+        }
         t.rows = m;
         t.group = 0;
         t.passes = 1;
@@ -65,8 +75,10 @@ struct ContiguousTiles {
         // branch waits for them (branching on each id serialized the loads: NOTES.md v11).
         if (thread_row >= Cfg::kBlockM) {
 #pragma unroll
-            for (uint32_t s = 0; s < kSlabs; ++s)
+            for (uint32_t s = 0; s < kSlabs; ++s) {
                 t.slab_group[s] = __ldg(layout + min(t.m_block * Cfg::kBlockM + s * 64, m - 1));
+                if constexpr (kPairs) t.peer_group[s] = __ldg(layout + min((t.m_block ^ 1) * Cfg::kBlockM + s * 64, m - 1));
+            }
         }
         tile_idx += gridDim.x;
         return true;
@@ -78,7 +90,37 @@ struct ContiguousTiles {
         if (warp != 1) return;
         ContiguousTiles walk(m, layout, ring.words, ring.full, Cfg::kBlockM, 0u);
         Tile rt;
-        for (uint32_t n = 0; walk.next(rt); ++n) ring.publish(rt.m_block, n, layout, m, lane);
+        for (uint32_t n = 0; walk.next(rt); ++n) {
+            uint32_t peer_passes = 0;
+            if constexpr (kPairs) {
+                uint32_t heads, valid;
+                find_passes(rt.m_block ^ 1, rt.peer_group, peer_passes, heads, valid);
+                peer_passes = __popc(peer_passes);
+            }
+            ring.publish(rt.m_block, n, layout, m, lane, peer_passes);
+        }
+    }
+
+    // The passes (bit p: a pass starts at slab p), each slab's pass head (2 bits a slab) and the valid slabs
+    // (bit s) of the tile at m_block whose slabs' expert ids are `ids`; ids of slabs past M become -1.
+    __device__ __forceinline__ void find_passes(uint32_t m_block, int32_t (&ids)[kSlabs], uint32_t& passes,
+                                                uint32_t& heads, uint32_t& valid) const {
+        passes = heads = valid = 0;
+        int32_t prev = -1;
+        uint32_t head = 0;
+#pragma unroll
+        for (uint32_t s = 0; s < kSlabs; ++s) {
+            const int32_t g = m_block * Cfg::kBlockM + s * 64 < m ? ids[s] : -1;
+            ids[s] = g;
+            if (g >= 0 && g < int32_t(Cfg::kNumGroups)) {  // ids past the last expert count as padding
+                if (g != prev) head = s, passes |= 1u << s;
+                valid |= 1u << s;
+                heads |= head << (2 * s);
+                prev = g;
+            } else {
+                prev = -1;
+            }
+        }
     }
 
     // The tile's passes (and a math thread's zero rows), from the slab ids next() loaded (the TMA
@@ -86,22 +128,19 @@ struct ContiguousTiles {
     template <bool kMath>
     __device__ __forceinline__ void decode(Tile& t) {
         uint32_t zero_words[2 * kSlabsPerWG];
-        if constexpr (kMath) ring.take(records++, thread_row, t.slab_group, zero_words);
-        t.passes = t.heads = t.valid = 0;
-        int32_t prev = -1;
-        uint32_t head = 0;
-#pragma unroll
-        for (uint32_t s = 0; s < kSlabs; ++s) {
-            const int32_t g = t.m_block * Cfg::kBlockM + s * 64 < m ? t.slab_group[s] : -1;
-            t.slab_group[s] = g;
-            if (g >= 0 && g < int32_t(Cfg::kNumGroups)) {  // ids past the last expert count as padding
-                if (g != prev) head = s, t.passes |= 1u << s;
-                t.valid |= 1u << s;
-                t.heads |= head << (2 * s);
-                prev = g;
-            } else {
-                prev = -1;
+        uint32_t peer_passes = 0;  // pairs sharing B: the peer tile's pass count (the math threads': its record's)
+        if constexpr (kMath) ring.take(records++, thread_row, t.slab_group, zero_words, peer_passes);
+        find_passes(t.m_block, t.slab_group, t.passes, t.heads, t.valid);
+        if constexpr (kPairs) {
+            const uint32_t passes = __popc(t.passes);
+            if constexpr (!kMath) {
+                uint32_t peer, heads, valid;
+                find_passes(t.m_block ^ 1, t.peer_group, peer, heads, valid);
+                peer_passes = __popc(peer);
+                t.share_b = passes == 1 && peer_passes == 1 &&
+                            slab_id(t.slab_group, __ffs(t.passes) - 1) == slab_id(t.peer_group, __ffs(peer) - 1);
             }
+            t.pad_passes = peer_passes > passes ? peer_passes - passes : 0u;
         }
         // The math thread's own rows that come out as zeros (an id that is no expert's).
         t.zero = 0;
@@ -112,17 +151,23 @@ struct ContiguousTiles {
         }
     }
 
+    // Pairs sharing B: the k-blocks this CTA walks through after the tile's own (Tile::pad_passes).
+    __device__ __forceinline__ static uint32_t pad_kblocks(const Tile& t) { return t.pad_passes * Cfg::kNumKBlocks; }
+
     __device__ __forceinline__ uint32_t a_row(const Tile& t) const { return t.m_block * Cfg::kBlockM; }
     __device__ __forceinline__ uint32_t sa_row(const Tile&) const { return 0u; }
 
-    // The expert whose B the pass starting at slab p multiplies with.
-    __device__ __forceinline__ int32_t pass_group(const Tile& t, uint32_t p) const {
-        int32_t g = t.slab_group[0];
+    // ids[p] by selects (an index at run time would put the array in local memory).
+    __device__ __forceinline__ static int32_t slab_id(const int32_t (&ids)[kSlabs], uint32_t p) {
+        int32_t g = ids[0];
 #pragma unroll
         for (uint32_t s = 1; s < kSlabs; ++s)
-            if (p == s) g = t.slab_group[s];
+            if (p == s) g = ids[s];
         return g;
     }
+
+    // The expert whose B the pass starting at slab p multiplies with.
+    __device__ __forceinline__ int32_t pass_group(const Tile& t, uint32_t p) const { return slab_id(t.slab_group, p); }
 
     // Slabs (of math warpgroup wg's kSlabsPerWG) that do MMAs in the pass starting at slab p.
     __device__ __forceinline__ uint32_t active_slabs(const Tile& t, uint32_t p, uint32_t wg) const {

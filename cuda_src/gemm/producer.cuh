@@ -1,6 +1,7 @@
 // The producer warpgroup. Its first thread issues every TMA load: per k-block, A's tile and its scales
-// (multicast to both CTAs of a pair when kMulticast == 2), B's tile, and with 1x128 B scales (the weight
-// gradient) B's scales, all landing on the stage's `full` barrier. Its second warp publishes the contiguous layout's tile records (record_ring.cuh).
+// (multicast to both CTAs of a pair when kMulticast == 2), B's tile (with kShareB, the pair's B, half from
+// each CTA, multicast to both), and with 1x128 B scales (the weight gradient) B's scales, all landing on the
+// stage's `full` barrier. Its second warp publishes the contiguous layout's tile records (record_ring.cuh).
 #pragma once
 #include "ring.cuh"
 #include "smem.cuh"
@@ -44,7 +45,7 @@ struct Producer {
                 uint64_t* bar = &sm.full[ring.stage];
                 mbar_arrive_expect_tx(bar, tx_bytes);
                 const uint32_t half = cta_rank * Cfg::kMulticastRows;  // this CTA's share of the A rows
-                if constexpr (Cfg::kMulticast > 1) {
+                if constexpr (Cfg::kMulticast > 1 && !Cfg::kShareB) {
                     tma_load_2d_multicast(sm.a + ring.stage * Smem::kStageA + half * kBlockK, &tmap_a, bar,
                                           int32_t(kb * kBlockK), a_row + int32_t(half), 0x3);
                     tma_load_2d_multicast(sm.sa + ring.stage * Cfg::kBlockM + half, &tmap_sa, bar,
@@ -53,7 +54,17 @@ struct Producer {
                     tma_load_2d(sm.a + ring.stage * Smem::kStageA, &tmap_a, bar, int32_t(kb * kBlockK), a_row);
                     tma_load_2d(sm.sa + ring.stage * Cfg::kBlockM, &tmap_sa, bar, sa_col, sa_row0 + int32_t(kb));
                 }
-                if constexpr (Cfg::kStreamB)
+                if constexpr (Cfg::kShareB) {  // B's box is half a tile: one half each, or both halves here
+                    uint8_t* b = sm.b + ring.stage * Smem::kStageB;
+                    constexpr uint32_t kHalf = Cfg::kShareRowsB;
+                    const uint32_t own = cta_rank * kHalf;
+                    if (t.share_b) {
+                        tma_load_2d_multicast(b + own * kBlockK, &tmap_b, bar, int32_t(kb * kBlockK), b_row + int32_t(own), 0x3);
+                    } else {
+                        tma_load_2d(b, &tmap_b, bar, int32_t(kb * kBlockK), b_row);
+                        tma_load_2d(b + kHalf * kBlockK, &tmap_b, bar, int32_t(kb * kBlockK), b_row + int32_t(kHalf));
+                    }
+                } else if constexpr (Cfg::kStreamB)
                     tma_load_2d_hint(sm.b + ring.stage * Smem::kStageB, &tmap_b, bar, int32_t(kb * kBlockK), b_row,
                                      l2_policy_evict_first());
                 else
@@ -64,6 +75,12 @@ struct Producer {
                 CG8_MARK_KB(kTraceKbIssued, kb);
                 ring.advance();
                 after_load();
+            }
+        }
+        if constexpr (Cfg::kShareB) {  // the stages of the peer tile's extra passes: passed through
+            for (uint32_t i = tiles.pad_kblocks(t); i != 0; --i, ring.advance()) {
+                mbar_wait(&sm.empty[ring.stage], ring.phase ^ 1);
+                mbar_arrive(&sm.full[ring.stage]);
             }
         }
         if constexpr (RingWalk<Cfg>::kAlignStages) {

@@ -4,7 +4,8 @@
 // flight through the main loop: with such loads, ptxas spilled the tile code (NOTES.md v12-v14).
 //
 // A record: each slab's expert id (the id of its first row, -1 past M), then one bit per row that is
-// no expert's (an id < 0 or >= G: those rows come out as zeros). Slot n % kSlots holds the n-th tile's;
+// no expert's (an id < 0 or >= G: those rows come out as zeros), then for pairs sharing B the peer tile's
+// pass count. Slot n % kSlots holds the n-th tile's;
 // `full` (1 arrival: the record warp) and `empty` (kMathThreads arrivals) guard each slot.
 #pragma once
 #include "config.cuh"
@@ -15,7 +16,7 @@ namespace cg8 {
 template <class Cfg>
 struct RecordRing {
     static constexpr uint32_t kSlots = Cfg::kRecordSlots;
-    static constexpr uint32_t kWords = Cfg::kSlabsPerTile + Cfg::kBlockM / 32;  // words per record
+    static constexpr uint32_t kWords = Cfg::kSlabsPerTile + Cfg::kBlockM / 32 + (Cfg::kShareB ? 1 : 0);  // per record
     static constexpr uint32_t kBytes = (kSlots * kWords * 4 + 15) / 16 * 16;
 
     int32_t* words;
@@ -39,7 +40,7 @@ struct RecordRing {
     // The record warp (one lane per row of each 32): the n-th tile's record, for the tile of m-block
     // `m_block`, into its slot.
     __device__ __forceinline__ void publish(uint32_t m_block, uint32_t n, const int32_t* m_indices, uint32_t m,
-                                            uint32_t lane) const {
+                                            uint32_t lane, uint32_t peer_passes) const {
         const uint32_t s = slot(n);
         constexpr uint32_t kChunks = Cfg::kBlockM / 32;
         int32_t id[kChunks];
@@ -57,6 +58,8 @@ struct RecordRing {
                 if (j % 2 == 0) record[j / 2] = row < m ? id[j] : -1;
             }
         }
+        if constexpr (Cfg::kShareB)
+            if (lane == 0) record[kWords - 1] = int32_t(peer_passes);
         __syncwarp();
         if (lane == 0) mbar_arrive(&full[s]);
     }
@@ -66,7 +69,7 @@ struct RecordRing {
     // own reads: one arrival per warp after a __syncwarp is as correct, but ptxas drops the warp
     // barrier in converged code, and racecheck then reports the record warp's next write as a race.
     __device__ __forceinline__ void take(uint32_t n, uint32_t thread_row, int32_t (&slab_group)[Cfg::kSlabsPerTile],
-                                         uint32_t (&zero_words)[2 * Cfg::kSlabsPerWG]) const {
+                                         uint32_t (&zero_words)[2 * Cfg::kSlabsPerWG], uint32_t& peer_passes) const {
         const uint32_t s = slot(n);
         mbar_wait(&full[s], phase(n));
         const int32_t* record = words + s * kWords;
@@ -75,6 +78,7 @@ struct RecordRing {
 #pragma unroll
         for (uint32_t i = 0; i < 2 * Cfg::kSlabsPerWG; ++i)
             zero_words[i] = uint32_t(record[Cfg::kSlabsPerTile + (thread_row + (i / 2) * 64 + (i % 2) * 8) / 32]);
+        if constexpr (Cfg::kShareB) peer_passes = uint32_t(record[kWords - 1]);
         mbar_arrive(&empty[s]);
     }
 };

@@ -22,6 +22,12 @@ struct Tile {
     uint32_t valid;    // contiguous: bit s: slab s has a valid expert
     uint32_t zero;     // contiguous, math threads: bit 2w+h: this thread's row (slab w, +8h) is no expert's
     int32_t slab_group[kSlabs];  // contiguous: each slab's expert id (valid slabs only)
+    // Pairs sharing B (kShareB): the peer tile's slab ids (the TMA thread's), whether the pair shares this tile's B
+    // (both tiles one pass of one expert), and the passes the peer tile has beyond this one's, whose stages this
+    // CTA walks through (a pair uses the ring in step: each multicast lands in the same stage of both CTAs).
+    int32_t peer_group[kSlabs];
+    bool share_b;
+    uint32_t pad_passes;
     uint32_t split;    // a split tile: 1 + this CTA's share of it (its rank in the cluster); 0: not split
     uint32_t kb0, kb1; // K at run time (kRuntimeK): the tile's k-blocks, as columns of A's and B's scale grids
 

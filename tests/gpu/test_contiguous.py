@@ -39,11 +39,11 @@ def test_contiguous_property(groups, data, n, k, seed):
 # the kernel runs one pass per run of 64-row slabs with the same expert. Run every tile height
 # explicitly (the heuristic keeps 256-row tiles for large experts) over segments that split tiles into
 # two, three and four passes, with empty experts, padding slabs and ids past the last expert.
-def _check_contiguous_segments(bm, bn, n, k, grid=None, more=()):
+def _check_contiguous_segments(bm, bn, n, k, grid=None, more=(), share_b=False):
     from cugemm8.heuristics import make_config
 
     groups = 5
-    cfg = make_config("contiguous", n, k, groups, bm, bn)
+    cfg = make_config("contiguous", n, k, groups, bm, bn, cluster=2 if share_b else 1, share_b=share_b)
     # (expert, rows) in order; every segment padded to 64 with -1. Expert 9 is past the last (padding).
     segments = [(0, 50), (1, 64), (2, 1), (3, 64), (9, 64), (4, 200), (1, 0), (0, 130), (3, 7), (2, 64), *more]
     idx = []
@@ -79,3 +79,13 @@ def test_contiguous_tiles_spanning_experts(bm, bn, n):
 @pytest.mark.parametrize("k", [640, 2048])
 def test_contiguous_ring_rounds_from_every_stage(k):
     _check_contiguous_segments(256, 128, 256, k, grid=2, more=[(1, 1024), (4, 256)])
+
+
+# CTA pairs sharing B (KernelConfig.share_b): where a pair's two m-blocks are one pass of one expert, each CTA loads
+# half of the B tile into both; otherwise each loads its own, and the CTA with fewer passes walks the stages of the
+# other's extra ones. The segments give every case (two-pass tiles beside one-pass ones, padding, experts past the last,
+# an odd last m-block whose peer is past M: 17 m-blocks); a grid of one pair walks them all through one ring.
+@pytest.mark.parametrize("bn, n, k, grid", [(192, 400, 384, None), (160, 688, 640, 2), (128, 256, 2048, 2),
+                                            (144, 1200, 384, None)])
+def test_contiguous_pairs_sharing_b(bn, n, k, grid):
+    _check_contiguous_segments(128, bn, n, k, grid=grid, more=[(1, 1024), (4, 256)], share_b=True)
