@@ -1,10 +1,11 @@
 """One GEMM call (after warm-up) for a profiler to catch:
 
-    python -m benchmarks.profile_one M N K [BM BN CLUSTER] [--groups G] [--masked G] [--deepgemm]
+    python -m benchmarks.profile_one M N K [BM BN CLUSTER] [--groups G] [--masked G] [--share-b] [--deepgemm]
 
 --groups G: the contiguous layout, G experts of M/G rows each (M a multiple of 64*G), B [G, N, K].
 --masked G: the masked layout, G groups of M valid rows each in a [G, max_m, K] A (max_m: M rounded
 up to a multiple of the benchmark's MASKED_MAX_M), expected_m = M.
+--share-b: with CLUSTER 2, the contiguous layout's pairs share B (KernelConfig.share_b) instead of A.
 --deepgemm: then DeepGEMM (8dfa329, importable) three times on the same operands (dense and contiguous), so that
 `-k regex:fp8_gemm --launch-skip 2 -c 4` catches cugemm8's third call and DeepGEMM's three.
 Run under e.g. `ncu --clock-control none -k cugemm8_fp8_gemm --launch-skip 2 -c 1 ...` (scripts/ncu_pair.sh)."""
@@ -25,6 +26,7 @@ def main(argv=None) -> int:
     ap.add_argument("shape", type=int, nargs="+", help="M N K [BM BN CLUSTER]")
     ap.add_argument("--groups", type=int, default=0)
     ap.add_argument("--masked", type=int, default=0)
+    ap.add_argument("--share-b", action="store_true")
     ap.add_argument("--deepgemm", action="store_true")
     args = ap.parse_args(argv)
     m, n, k = args.shape[:3]
@@ -44,7 +46,7 @@ def main(argv=None) -> int:
     cfg = lib.choose(layout, m, n, k, max(g, 1), cugemm8.get_num_sms()).config
     if len(args.shape) > 3:
         bm, bn, cl = args.shape[3:6]
-        cfg = lib.make_config(layout, n, k, max(g, 1), bm, bn, cluster=cl)
+        cfg = lib.make_config(layout, n, k, max(g, 1), bm, bn, cluster=cl, **({"share_b": True} if args.share_b else {}))
     grid = cugemm8.get_num_sms() if args.masked else None
     run = lib.bind(cfg, a, sa, b, sb, out, layout=idx, grid=grid)
     print(cfg, "grid", run.launcher.grid, flush=True)

@@ -41,6 +41,14 @@ TILE_RATES = {(128, 64): 948, (128, 96): 1093, (128, 112): 1147, (128, 128): 129
 PREFILL_EXPERT_ROWS = 256
 CONTIGUOUS_TILE_RATES = {(128, 96): 998, (128, 112): 1046, (128, 128): 1130, (128, 144): 1114, (128, 160): 1144,
                          (128, 192): 1207}
+# Contiguous, small experts (PREFILL_EXPERT_ROWS to SHARE_B_ROWS rows on average), at least SHARE_B_GROUPS of them,
+# K >= SHARE_B_K, bf16 output: each expert's B serves few rows, and CTA pairs sharing it (KernelConfig.share_b) read
+# it once for two m-blocks. 128x192 pairs were the fastest tile on all 9 such shapes of two H200 sweeps (1.05x single
+# 128x192, geometric mean, 1.01x at least); elsewhere pairs cost 3% (bench/results/v27, NOTES.md v27).
+SHARE_B_ROWS = 512
+SHARE_B_GROUPS = 16
+SHARE_B_K = 4096
+SHARE_B_BLOCK_N = 192
 WIDE_ROWS = 2048                 # rows per group from which a grouped layout uses 256-row tiles:
                                  # contiguous, the mean per expert (a tile spanning two experts costs
                                  # about one more pass); masked, the expected count (a group's last
@@ -336,6 +344,9 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
                 best = (score, config, tiles)
     assert best is not None
     config, tiles = best[1], best[2]
+    if layout == "contiguous" and not fp8 and rates is CONTIGUOUS_TILE_RATES and shares_b(m, k, num_groups):
+        config = make_config(layout, n, k, num_groups, 128, SHARE_B_BLOCK_N, cluster=2, share_b=True)
+        tiles = ceil_div(m, 128) * ceil_div(n, SHARE_B_BLOCK_N)
     if layout == "normal" and m <= DECODE_M:
         if fp8:
             shared = _shared_group_plan(m, n, k, num_sms, out_format)
@@ -377,6 +388,12 @@ def prefill_rates(layout: str, m: int, num_groups: int) -> dict | None:
     if layout == "contiguous" and m < WIDE_ROWS * num_groups:
         return CONTIGUOUS_TILE_RATES if m >= PREFILL_EXPERT_ROWS * num_groups else None
     return TILE_RATES
+
+
+def shares_b(m: int, k: int, num_groups: int) -> bool:
+    """Whether contiguous experts of m rows in all (at least PREFILL_EXPERT_ROWS each on average) take CTA pairs
+    sharing B: small experts (SHARE_B_ROWS on average at most), many of them, deep K."""
+    return m <= SHARE_B_ROWS * num_groups and num_groups >= SHARE_B_GROUPS and k >= SHARE_B_K
 
 
 def cluster_capacity(split: int, num_sms: int) -> int:

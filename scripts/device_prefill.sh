@@ -4,7 +4,8 @@
 #   dense   the dense prefill sweep (benchmarks.tune --shapes prefill)
 #   uneven  the uneven-expert sweep (benchmarks.tune_grouped --layout uneven)
 #   ncu     Nsight Compute (speed of light, compute, memory, warp states) on cugemm8 and DeepGEMM side by side:
-#           contiguous 16 x 1024 rows at 4096x7168 (the pick and 128x160), dense 2048x7168x16384
+#           contiguous 16 x 1024 rows at 4096x7168 (the pick and 128x160), dense 2048x7168x16384; or the
+#           benchmarks.profile_one argument lists in NCU_RUNS, separated by ';'
 #   tests   the GPU test files in TEST_FILES (default: the dense and contiguous ones)
 # Each step has its own time limit, so a hang in one still leaves the others' results. Results under $OUT.
 #   STEPS="table dense" bash scripts/device_prefill.sh   (DeepGEMM from .peer/deepgemm when present)
@@ -20,8 +21,8 @@ for step in ${STEPS:-table}; do
         uneven) timeout ${SWEEP_TIMEOUT:-240} python3 -m benchmarks.tune_grouped --layout uneven --reps ${REPS:-10} ${UNEVEN_ARGS:-} \
                    --out "$OUT/tune-uneven.json" 2>&1 | tee "$OUT/tune-uneven.log" | tail -40 ;;
         ncu) i=0
-            for args in "16384 4096 7168 --groups 16 --deepgemm" "16384 4096 7168 128 160 1 --groups 16" \
-                        "2048 7168 16384 --deepgemm" ${NCU_EXTRA:-}; do
+            IFS=';' read -ra runs <<< "${NCU_RUNS:-16384 4096 7168 --groups 16 --deepgemm;16384 4096 7168 128 160 1 --groups 16;2048 7168 16384 --deepgemm}"
+            for args in "${runs[@]}"; do
                 i=$((i + 1))
                 timeout ${NCU_TIMEOUT:-120} ${NCU:-/usr/local/cuda/bin/ncu} --clock-control none -k regex:fp8_gemm \
                     --launch-skip 2 -c 4 --section SpeedOfLight --section ComputeWorkloadAnalysis \

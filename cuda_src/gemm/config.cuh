@@ -83,6 +83,10 @@ struct GemmConfig {
     // ------------------------------------------------------------------ tiles
     static constexpr uint32_t kSlabsPerTile = kBlockM / kSlabRows;
     static constexpr uint32_t kSlabsPerWG = kSlabsPerTile / kNumMathWG;
+    // The slab (64-row block of the tile) that math warpgroup wg computes as its w-th: interleaved, so that each
+    // pass of a contiguous tile split between two experts at its middle has work for both warpgroups (NOTES.md v27).
+    __host__ __device__ static constexpr uint32_t slab(uint32_t wg, uint32_t w) { return w * kNumMathWG + wg; }
+    static constexpr uint32_t kSlabStride = kSlabRows * kNumMathWG;  // rows from a warpgroup's slab to its next
     static constexpr uint32_t kNumKBlocks = (kShapeK + kBlockK - 1) / kBlockK;
     static constexpr uint32_t kNumNBlocks = (kShapeN + kBlockN - 1) / kBlockN;
     static constexpr uint32_t kScaleRowsB = (kShapeN + 127) / 128;  // rows of B's scale grid per group

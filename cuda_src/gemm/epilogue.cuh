@@ -47,7 +47,7 @@ struct Epilogue {
                                                       uint32_t lane) {
 #pragma unroll
         for (uint32_t w = 0; w < kSlabs; ++w) {
-            const uint32_t row = (wg * kSlabs + w) * 64 + warp * 16 + (lane / 8 % 2) * 8 + lane % 8;
+            const uint32_t row = Cfg::slab(wg, w) * 64 + warp * 16 + (lane / 8 % 2) * 8 + lane % 8;
 #pragma unroll
             for (uint32_t i = 0; i + 1 < Cfg::kBlockN / 8; i += 2) {
                 const uint32_t addr = tile_addr(base, row, (i + lane / 16) * 8);
@@ -124,9 +124,9 @@ struct Epilogue {
 #pragma unroll
                 for (uint32_t h = 0; h < 2; ++h) e4m3_scale<kUe8m0, false>(amax[w][h], s[w][h], inv[w][h]);
         }
-        // This thread's rows are row0 + 64 w + 8 h: 64 w + 8 h rows are a multiple of 256 bytes, past the
-        // swizzle's bits, so each 16-byte chunk of the row lies at the same swizzled place in every one of them.
-        const uint32_t row0 = wg * kSlabs * 64 + warp * 16 + lane / 4;
+        // This thread's rows are row0 + kSlabStride w + 8 h: multiples of 8 rows, 256 bytes, past the swizzle's
+        // bits, so each 16-byte chunk of the row lies at the same swizzled place in every one of them.
+        const uint32_t row0 = Cfg::slab(wg, 0) * 64 + warp * 16 + lane / 4;
         uint32_t chunk[kChunks];
 #pragma unroll
         for (uint32_t c = 0; c < kChunks; ++c) chunk[c] = tile_addr(base, row0, kAtomCol0 + c * 16) + 2 * (lane % 4);
@@ -136,14 +136,14 @@ struct Epilogue {
             for (uint32_t h = 0; h < 2; ++h)
 #pragma unroll
                 for (uint32_t i = kF0; i < kF0 + kFrags; ++i)
-                    st_shared_u16(chunk[i * 8 % Cfg::kAtomCols / 16] + (w * 64 + h * 8) * Cfg::kAtomBytes + (i % 2) * 8,
+                    st_shared_u16(chunk[i * 8 % Cfg::kAtomCols / 16] + (w * Cfg::kSlabStride + h * 8) * Cfg::kAtomBytes + (i % 2) * 8,
                                   f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 2 * h], inv[w][h]),
                                                       __fmul_rn(sum[w][i * 4 + 2 * h + 1], inv[w][h])));
 #pragma unroll
         for (uint32_t w = 0; w < kSlabs; ++w)
 #pragma unroll
             for (uint32_t h = 0; h < 2; ++h) {
-                const uint32_t row = row0 + w * 64 + h * 8;
+                const uint32_t row = row0 + w * Cfg::kSlabStride + h * 8;
                 if (lane % 4 == 0 && row < valid) scale[row] = s[w][h];
             }
     }

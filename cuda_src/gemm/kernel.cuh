@@ -64,7 +64,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
     CG8_MARK(kTraceSetUp);
 
     // Math threads: their first accumulator row in a tile (the producer warpgroup: kBlockM).
-    const uint32_t thread_row = wg < Cfg::kNumMathWG ? wg * Cfg::kSlabsPerWG * 64 + warp * 16 + lane / 4 : Cfg::kBlockM;
+    const uint32_t thread_row = wg < Cfg::kNumMathWG ? Cfg::slab(wg, 0) * 64 + warp * 16 + lane / 4 : Cfg::kBlockM;
     // The tile walk and the stage-ring position; each thread's role walks them (the producer and the math
     // warpgroups walk the same sequence). Lent by reference, as locals here they compile to the same code as
     // the single-function kernel before v16 did (NOTES.md v16).

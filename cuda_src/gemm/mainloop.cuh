@@ -99,7 +99,7 @@ struct MainLoop {
         const float* sa = sm.sa + st * Cfg::kBlockM;
 #pragma unroll
         for (uint32_t w = 0; w < kSlabs; ++w) {
-            const uint32_t row = (wg * kSlabs + w) * 64 + warp * 16 + lane / 4;
+            const uint32_t row = Cfg::slab(wg, w) * 64 + warp * 16 + lane / 4;
             float sa0, sa1;
             if constexpr (kPinnedBase) sa0 = ld_shared_f32(shared(sa + row)), sa1 = ld_shared_f32(shared(sa + row + 8));
             else sa0 = sa[row], sa1 = sa[row + 8];
@@ -113,7 +113,7 @@ struct MainLoop {
         for (uint32_t i = 0; i < kFrag; ++i) fence_operand(d[i]);
         wgmma_fence();
         // Offsets in 16-byte descriptor units (every term a multiple of 16 bytes).
-        const uint32_t a_off = st * (SmemLayout<Cfg>::kStageA / 16) + (wg_mma * kSlabs + w) * (64 * kBlockK / 16);
+        const uint32_t a_off = st * (SmemLayout<Cfg>::kStageA / 16) + Cfg::slab(wg_mma, w) * (64 * kBlockK / 16);
         const uint32_t b_off = st * (SmemLayout<Cfg>::kStageB / 16);
 #pragma unroll
         for (uint32_t k = 0; k < kBlockK / 32; ++k)

@@ -146,7 +146,7 @@ struct ContiguousTiles {
         t.zero = 0;
 #pragma unroll
         for (uint32_t i = 0; i < 2 * kSlabsPerWG && kMath; ++i) {
-            const uint32_t r = thread_row + (i / 2) * 64 + (i % 2) * 8;
+            const uint32_t r = thread_row + (i / 2) * Cfg::kSlabStride + (i % 2) * 8;
             if ((zero_words[i] >> (r % 32)) & 1u) t.zero |= 1u << i;
         }
     }
@@ -174,7 +174,7 @@ struct ContiguousTiles {
         uint32_t mask = 0;
 #pragma unroll
         for (uint32_t w = 0; w < kSlabsPerWG; ++w) {
-            const uint32_t s = wg * kSlabsPerWG + w;
+            const uint32_t s = Cfg::slab(wg, w);
             if (((t.valid >> s) & 1u) && ((t.heads >> (2 * s)) & 3u) == p) mask |= 1u << w;
         }
         return mask;

@@ -111,7 +111,7 @@ struct SplitExchange {
     __device__ __forceinline__ static void exchange_amax(Loop& loop, float (&amax)[Cfg::kSlabsPerWG][2],
                                                          uint64_t* ready, float* inbox, uint64_t* amax_received,
                                                          uint32_t rank, uint32_t phase) {
-        const uint32_t row0 = loop.wg * Cfg::kSlabsPerWG * 64 + loop.warp * 16 + loop.lane / 4;
+        const uint32_t row0 = Cfg::slab(loop.wg, 0) * 64 + loop.warp * 16 + loop.lane / 4;
         if constexpr (kSplits == 1) mbar_wait(loop.shared(ready), phase);  // (split tiles waited in exchange())
         if (loop.lane % 4 == 0) {
 #pragma unroll
@@ -123,7 +123,7 @@ struct SplitExchange {
 #pragma unroll
                 for (uint32_t w = 0; w < Cfg::kSlabsPerWG; ++w)
 #pragma unroll
-                    for (uint32_t h = 0; h < 2; ++h) st_async_f32(to + (row0 + w * 64 + h * 8) * 4, amax[w][h], bar);
+                    for (uint32_t h = 0; h < 2; ++h) st_async_f32(to + (row0 + w * Cfg::kSlabStride + h * 8) * 4, amax[w][h], bar);
             }
         }
         mbar_wait(loop.shared(amax_received), phase);
@@ -134,7 +134,7 @@ struct SplitExchange {
 #pragma unroll
                 for (uint32_t h = 0; h < 2; ++h)
                     amax[w][h] = fmaxf(amax[w][h],
-                                       ld_shared_f32(loop.shared(inbox + q * Cfg::kBlockM + row0 + w * 64 + h * 8)));
+                                       ld_shared_f32(loop.shared(inbox + q * Cfg::kBlockM + row0 + w * Cfg::kSlabStride + h * 8)));
     }
 };
 
