@@ -1,0 +1,101 @@
+"""Where do contiguous tiles lose time to uneven experts? Times tiles on expert layouts that differ in one thing at a
+time (segments padded to shapes.PREFILL_ALIGN rows):
+
+    python -m benchmarks.segments_probe [--groups 64] [--nk 5120x8192] [--tiles 256x128,128x192] [--reps 20]
+                                        [--layouts 1024,896,960,uneven1024]
+
+Layouts (--layouts): R, every expert R rows (1024: no tile spans two experts; 896: every other expert boundary splits
+a 256-row tile; 960: 64 padding rows an expert); RxS, experts of R and S rows alternating; R-empty, R rows with every
+8th expert empty; unevenR, issue 22's uneven draw about R (shapes.uneven_expert_rows); unevenR-full, that draw with
+its empty experts given R rows; unevenR-r256, that draw with each expert rounded up to 256 rows (no tile spans two
+experts). Prints per layout the share of BLOCK_M-row tiles spanning two experts, and per tile the
+median µs, TFLOPS over the valid rows and the time over the first tile's. No checks of the results (the GPU tier covers
+every configuration). --experts E < G gives segment g expert g % E: the same layout with E experts' weights, which
+stay in L2 when E is small."""
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import numpy as np
+
+from . import shapes
+from .protocol import Timer
+
+
+def spanning(idx, block_m: int) -> float:
+    """Share of block_m-row tiles whose rows hold more than one expert."""
+    tiles = [set(idx[i:i + block_m].tolist()) - {-1} for i in range(0, len(idx), block_m)]
+    return sum(len(t) > 1 for t in tiles) / len(tiles)
+
+
+def layout_rows(spec: str, groups: int) -> list[int]:
+    """Rows per expert of one --layouts entry."""
+    if spec.startswith("uneven"):
+        mean = int(spec[6:].removesuffix("-full").removesuffix("-r256"))
+        rows = shapes.uneven_expert_rows(groups, mean)
+        if spec.endswith("-r256"):
+            return [-(-r // 256) * 256 for r in rows]
+        return [r or mean for r in rows] if spec.endswith("-full") else rows
+    if spec.endswith("-empty"):
+        r = int(spec.removesuffix("-empty"))
+        return [0 if g % 8 == 7 else r for g in range(groups)]
+    if "x" in spec:
+        r, q = (int(v) for v in spec.split("x"))
+        return [r if g % 2 == 0 else q for g in range(groups)]
+    return [int(spec)] * groups
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--groups", type=int, default=64)
+    p.add_argument("--nk", default="5120x8192", help="NxK")
+    p.add_argument("--experts", type=int, default=0, help="distinct experts (segment g gets g %% E; 0: --groups)")
+    p.add_argument("--layouts", default="1024,896,960,uneven1024", help="comma-separated (see above)")
+    p.add_argument("--tiles", default="256x128,128x192", help="BLOCK_MxBLOCK_N, comma-separated")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--dense", action="store_true", help="also the dense kernel's pick on the same rows")
+    args = p.parse_args(argv)
+    n, k = (int(v) for v in args.nk.split("x"))
+    tiles = [tuple(int(v) for v in t.split("x")) for t in args.tiles.split(",")]
+    layouts = {spec: layout_rows(spec, args.groups) for spec in args.layouts.split(",") if spec}
+
+    import cupy
+
+    import cugemm8
+    from cugemm8 import fp8_gemm, heuristics
+
+    timer = Timer(settle_s=0.5, warmup=3)
+    rng = cupy.random.default_rng(0)
+    experts = args.experts or args.groups
+    b, sb = cugemm8.per_block_cast_to_fp8(rng.standard_normal((experts, n, k), dtype=cupy.float32))
+    for name, rows in layouts.items():
+        idx, _ = shapes.contiguous_layout(rows, shapes.PREFILL_ALIGN)
+        idx = np.where(idx >= 0, idx % experts, idx).astype(np.int32)
+        m, valid = len(idx), sum(rows)
+        a, sa = cugemm8.per_token_cast_to_fp8(rng.standard_normal((m, k), dtype=cupy.float32))
+        sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
+        out, m_indices = cupy.empty((m, n), dtype=cugemm8.api.BF16), cupy.asarray(idx)
+        fns = {}
+        for bm, bn in tiles:
+            cfg = heuristics.make_config("contiguous", n, k, experts, bm, bn)
+            run = fp8_gemm.bind(cfg, a, sa, b, sb, out, layout=m_indices)
+            fns[f"{bm}x{bn} s{cfg.stages}"] = run
+            run()
+        if args.dense:  # the dense kernel's pick on the same rows, with expert 0's weights
+            dense_out = cupy.empty_like(out)
+            fns["dense pick"] = lambda: cugemm8.matmul(a, sa, b[0], sb[0], out=dense_out)
+            fns["dense pick"]()
+        times = timer.interleaved(fns, args.reps, rotate=True)
+        base = statistics.median(next(iter(times.values())))
+        spans = ", ".join(f"{bm}-row tiles spanning two experts {spanning(idx, bm):.1%}" for bm in sorted({t[0] for t in tiles}))
+        print(f"{args.groups} segments of {experts} experts, layout {name}: {m} rows ({valid} valid), N={n} K={k}; {spans}", flush=True)
+        for label, samples in times.items():
+            med = statistics.median(samples)
+            print(f"    {label:14s} {med * 1e6:9.1f} us {2 * valid * n * k / med / 1e12:7.0f} TFLOPS  {med / base:.3f}x",
+                  flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
