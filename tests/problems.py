@@ -51,18 +51,18 @@ def make_masked(groups, max_m, n, k, seed) -> tuple:
     return (x, w, *quantize(x, w))
 
 
-def contiguous_indices(rows_per_group: list[int]) -> np.ndarray:
-    """Expert ids, each expert's rows padded with -1 to a multiple of the contiguous alignment."""
-    align = cugemm8.get_m_alignment_for_contiguous_layout()
+def contiguous_indices(rows_per_group: list[int], align: int | None = None) -> np.ndarray:
+    """Expert ids, each expert's rows padded with -1 to a multiple of `align` (default: the contiguous alignment)."""
+    align = align or cugemm8.get_m_alignment_for_contiguous_layout()
     idx = []
     for g, r in enumerate(rows_per_group):
         idx += [g] * r + [-1] * (-(-r // align) * align - r)
     return np.array(idx, dtype=np.int32)
 
 
-def make_contiguous(rows_per_group, n, k, seed) -> tuple:
-    """(x, w, a, a_scale, b, b_scale, m_indices) for experts of these row counts, each padded."""
-    idx = contiguous_indices(rows_per_group)
+def make_contiguous(rows_per_group, n, k, seed, align: int | None = None) -> tuple:
+    """(x, w, a, a_scale, b, b_scale, m_indices) for experts of these row counts, each padded (contiguous_indices)."""
+    idx = contiguous_indices(rows_per_group, align)
     rng = cupy.random.default_rng(seed)
     x = rng.standard_normal((idx.size, k), dtype=cupy.float32)
     w = rng.standard_normal((len(rows_per_group), n, k), dtype=cupy.float32)

@@ -81,6 +81,34 @@ def test_contiguous_ring_rounds_from_every_stage(k):
     _check_contiguous_segments(256, 128, 256, k, grid=2, more=[(1, 1024), (4, 256)])
 
 
+# 256-row tiles walk a block whose halves start different experts as two half tiles (each loads, computes and
+# stores its half only). Segments padded to 128 rows, uneven, with empty experts: many blocks are halved, next to
+# whole ones and ones with padding slabs; a grid of two CTAs walks them all; bitwise the same on a repeat.
+@pytest.mark.parametrize("bn, grid", [(128, None), (96, 2)])
+def test_contiguous_half_tiles(bn, grid):
+    from cugemm8.heuristics import make_config
+
+    rows = [300, 200, 0, 130, 512, 100, 90, 256, 383, 1, 128, 700]
+    n, k = 2 * bn + 40, 640
+    x, w, a, sa, b, sb, idx = make_contiguous(rows, n, k, seed=bn, align=128)
+    halved = sum(1 for r in range(0, idx.size - 128, 256) if int(idx[r]) >= 0 and int(idx[r + 128]) >= 0
+                 and int(idx[r]) != int(idx[r + 128]))
+    assert halved >= 4, halved
+    out = poisoned((a.shape[0], n))
+    run = fp8_gemm.bind(make_config("contiguous", n, k, len(rows), 256, bn), a,
+                        cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out, layout=idx, grid=grid)
+    run()
+    idx_h = cupy.asnumpy(idx)
+    assert bool((out[cupy.asarray(idx_h < 0)].view(cupy.uint16) == 0).all()), "padding rows must be zero"
+    for g in range(len(rows)):
+        sel = cupy.asarray(np.nonzero(idx_h == g)[0])
+        if sel.size:
+            check_against_reference(out[sel], a[sel], sa[sel], b[g], sb[g], x[sel], w[g])
+    first = out.copy()
+    run()
+    assert bool((first.view(cupy.uint16) == out.view(cupy.uint16)).all()), "not repeatable"
+
+
 # CTA pairs sharing B (KernelConfig.share_b): where a pair's two m-blocks are one pass of one expert, each CTA loads
 # half of the B tile into both; otherwise each loads its own, and the CTA with fewer passes walks the stages of the
 # other's extra ones. The segments give every case (two-pass tiles beside one-pass ones, padding, experts past the last,

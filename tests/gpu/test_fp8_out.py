@@ -211,6 +211,30 @@ def test_masked_fp8_out_split_tail(scale_format):
 
 
 @pytest.mark.parametrize("scale_format", FORMATS)
+def test_contiguous_fp8_out_half_tiles(scale_format):
+    """256-row tiles over experts padded to 128 rows: a half tile writes its own half's payload and scales only."""
+    rows = [300, 200, 0, 130, 512, 100, 90, 256, 383]
+    n, k = 384, 512
+    fmt = "float8_e4m3" if scale_format == "float32" else "float8_e4m3_ue8m0"
+    _, _, a, sa, b, sb, idx = make_contiguous(rows, n, k, seed=5, align=128)
+    q, s = cupy.full((a.shape[0], n), 0x7F, dtype=cupy.uint8), cugemm8.empty_scale((a.shape[0], n // 128))
+    cfg = heuristics.make_config("contiguous", n, k, len(rows), 256, 128, out_format=fmt)
+    fp8_gemm.bind(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, q, layout=idx, out_scale=s)()
+    idx_h = cupy.asnumpy(idx)
+    full, wb = dequant_a(a, sa, k), dequant_b(b, sb, n, k)
+    ref = np.zeros((a.shape[0], n))
+    for g in range(len(rows)):
+        sel = np.nonzero(idx_h == g)[0]
+        if sel.size:
+            ref[sel] = cupy.asnumpy(full[cupy.asarray(sel)] @ wb[g].T)
+    valid = cupy.asarray(np.nonzero(idx_h >= 0)[0])
+    check_fp8(q[valid], s[valid], ref[idx_h >= 0], scale_format)
+    pad = cupy.asarray(np.nonzero(idx_h < 0)[0])
+    assert bool((q[pad] == 0).all()), "padding rows' payload not zero"
+    assert np.all(cupy.asnumpy(s[pad]) == np.float32(FLOOR_SCALE[scale_format])), "padding rows' scale"
+
+
+@pytest.mark.parametrize("scale_format", FORMATS)
 def test_contiguous_fp8_out(scale_format):
     rows = [100, 0, 64, 1, 250]
     n, k = 384, 768
