@@ -20,7 +20,7 @@ import cupy
 from . import ffma as _ffma
 from . import jit, runtime
 from .ffma import FfmaSettings, FfmaSpec, ffma_settings
-from .heuristics import BLOCK_K, CONTIGUOUS_M_ALIGNMENT, KernelConfig, grid_for, halves
+from .heuristics import BLOCK_K, CONTIGUOUS_M_ALIGNMENT, KernelConfig, grid_for
 from .layout import get_tma_aligned_size
 
 KERNEL_NAME = "cugemm8_fp8_gemm"
@@ -161,12 +161,9 @@ def box_rows_a(cfg: KernelConfig, rows: int) -> int:
     """Rows of A's TMA box, and (rounded up to 4, TMA's 16 bytes) of its scales' box; the kernel expects the
     same bytes per stage (TilePolicy::rows_a_landing in cuda_src/gemm/policy_*.cuh). The normal layout's tiles
     of up to 128 rows load at most M rows, so a GEMM with fewer rows than a tile reads no rows past A's end
-    (NOTES.md v18); a pair sharing A loads half a tile each, and so do the contiguous layout's 256-row tiles (two
-    boxes, or one for a half tile: heuristics.halves)."""
+    (NOTES.md v18); a pair sharing A loads half a tile each."""
     if cfg.cluster > 1 and not cfg.share_b:
         return cfg.block_m // cfg.cluster
-    if halves(cfg.block_m, cfg.layout):
-        return cfg.block_m // 2
     return min(rows, cfg.block_m) if cfg.layout == "normal" and cfg.block_m <= 128 else cfg.block_m
 
 
@@ -191,8 +188,8 @@ def tensor_maps(cfg: KernelConfig, rows: int, a_ld: int, b_ld: int, sa_ld: int, 
                           cfg.block_n // 2 if cfg.share_b else cfg.block_n, 128),  # pairs sharing B: half tiles
         runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, ptrs[2], sa_inner, sa_outer, sa_ld * 4,
                           -(-box_a // 4) * 4, 1, 0),
-        runtime.encode_2d(d_type, ptrs[3], cfg.n, a_rows, d_ld * out_bytes, atom_cols,
-                          min(cfg.block_m // 2 if halves(cfg.block_m, cfg.layout) else cfg.block_m, a_rows), cfg.swizzle_d),
+        runtime.encode_2d(d_type, ptrs[3], cfg.n, a_rows, d_ld * out_bytes, atom_cols, min(cfg.block_m, a_rows),
+                          cfg.swizzle_d),
     )
 
 

@@ -49,7 +49,6 @@ SHARE_B_ROWS = 512
 SHARE_B_GROUPS = 16
 SHARE_B_K = 4096
 SHARE_B_BLOCK_N = 192
-HALVES_MAX_BLOCKS = 4096         # contiguous 256-row tiles: blocks the halving map covers (no halves past them)
 WIDE_ROWS = 2048                 # rows per group from which a grouped layout uses 256-row tiles:
                                  # contiguous, the mean per expert (a tile spanning two experts costs
                                  # about one more pass); masked, the expected count (a group's last
@@ -154,7 +153,7 @@ def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: i
     two agree): the D tile, or a split tile's inbox where larger; per stage A, B and A's scales; the
     tile's B scales (every k-block, one or two scale rows, 16-byte rounded); the masked layout's rows and
     running tile totals per group, or the contiguous layout's ring of tile records (16-byte rounded; pairs
-    sharing B add the peer tile's pass count; 256-row tiles the map of halved blocks);
+    sharing B add the peer tile's pass count);
     2 barriers a stage, 2 more for split tiles (or CTAs sharing a scale group), 2 per record slot; with
     e4m3 output those add their peers' row amax and its barrier."""
     splits = 2 if tail_split else split_k
@@ -165,8 +164,6 @@ def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: i
     rows = -(-(masked_groups * 8) // 16) * 16
     if record_slots:  # records of one id per 64-row slab and one bit per row, and their barriers
         rows = -(-(record_slots * (block_m // 64 + block_m // 32 + share_b) * 4) // 16) * 16 + record_slots * 16
-        if halves(block_m, "contiguous"):  # the halving map: a bit per block, a count per 32 blocks, the total
-            rows += (2 * HALVES_MAX_BLOCKS // 32 + 4) * 4
     amax = (peers - 1) * block_m * 4 + 8 if out_fp8 and peers > 1 else 0
     return (max(block_m * block_n * 2, inbox) + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16)
             + sb + rows + (16 if peers > 1 else 0) + amax)
@@ -235,9 +232,9 @@ def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, bloc
         raise ValueError(f"group_ctas={group_ctas} needs e4m3 output, the normal layout, no split or multicast and "
                          f"block_n * group_ctas == 128 (group_ctas 2 or 4); got {out_format}, {layout}, "
                          f"split_k={split_k}, cluster={cluster}, block_n={block_n}")
-    if share_b and not (cluster == 2 and can_share_b(layout, block_m, block_n)):
-        raise ValueError(f"share_b needs cluster=2, the contiguous layout, block_m 128 and block_n a multiple of 16; "
-                         f"got cluster={cluster}, {layout}, block_m={block_m}, block_n={block_n}")
+    if share_b and not (cluster == 2 and can_share_b(layout, block_n)):
+        raise ValueError(f"share_b needs cluster=2, the contiguous layout and block_n a multiple of 16; got "
+                         f"cluster={cluster}, {layout}, block_n={block_n}")
     if tail_split is None:
         tail_split = cluster == 1 and split_k == 1 and tail_split_for(layout, block_n, k)
     stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split,
@@ -249,18 +246,10 @@ def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, bloc
                         share_b=share_b)
 
 
-def halves(block_m: int, layout: str) -> bool:
-    """Whether a block of the contiguous layout's tiles whose halves start different experts is walked as two half
-    tiles (256-row tiles; cuda_src/gemm/policy_contiguous.cuh, kHalves): A, its scales and D then move in boxes of
-    half a tile."""
-    return layout == "contiguous" and block_m == 256
-
-
-def can_share_b(layout: str, block_m: int, block_n: int) -> bool:
+def can_share_b(layout: str, block_n: int) -> bool:
     """What CTA pairs sharing B need (cuda_src/gemm/config.cuh, kShareB): the contiguous layout (a pair's
-    m-blocks of one expert read one B tile) with tiles of at most 128 rows (not halves), and half a B tile starting
-    on the 128-byte swizzle's 8-row period."""
-    return layout == "contiguous" and block_m <= 128 and block_n % 16 == 0
+    m-blocks of one expert read one B tile), and half a B tile starting on the 128-byte swizzle's 8-row period."""
+    return layout == "contiguous" and block_n % 16 == 0
 
 
 def can_share_group(block_n: int, group_ctas: int) -> bool:

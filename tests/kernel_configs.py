@@ -24,9 +24,9 @@ SMS = (132, 114, 78)
 CONTIGUOUS_EXPLICIT = [heuristics.make_config("contiguous", n, 384, 5, bm, bn)
                        for bm, bn, n in ((256, 128, 256), (128, 128, 256), (64, 64, 256), (128, 160, 688),
                                          (128, 144, 1200))]
-# Half tiles of 256-row contiguous tiles (tests/gpu/test_contiguous.py::test_contiguous_half_tiles,
-# test_fp8_out.py::test_contiguous_fp8_out_half_tiles).
-HALF_TILES_EXPLICIT = [heuristics.make_config("contiguous", 2 * bn + 40, 640, 12, 256, bn) for bn in (128, 96)] + [
+# 256-row contiguous tiles over segments padded to 128 rows (tests/gpu/test_contiguous.py::
+# test_contiguous_tiles_split_at_the_middle, test_fp8_out.py::test_contiguous_fp8_out_256_rows).
+SPLIT_AT_MIDDLE_EXPLICIT = [heuristics.make_config("contiguous", 2 * bn + 40, 640, 12, 256, bn) for bn in (128, 96)] + [
     heuristics.make_config("contiguous", 384, 512, 9, 256, 128, out_format=fmt)
     for fmt in ("float8_e4m3", "float8_e4m3_ue8m0")]
 # CTA pairs sharing B (tests/gpu/test_contiguous.py::test_contiguous_pairs_sharing_b).
@@ -57,7 +57,7 @@ def picked_configs():
         configs.add(heuristics.make_config("normal", 8 * bn, 1040, 1, bm, bn, cluster=2))
     configs.add(heuristics.make_config("masked", 512, 1024, 3, 256, 128, cluster=2))
     # Contiguous tiles of every height over 64-row expert segments (tests/gpu/test_contiguous.py).
-    for cfg in CONTIGUOUS_EXPLICIT + SHARE_B_EXPLICIT + HALF_TILES_EXPLICIT:
+    for cfg in CONTIGUOUS_EXPLICIT + SHARE_B_EXPLICIT + SPLIT_AT_MIDDLE_EXPLICIT:
         configs.add(cfg)
     # The masked split last wave at every tile height (tests/gpu/test_masked.py::test_masked_split_last_wave).
     for cfg in SPLIT_EXPLICIT + SPLIT_K_EXPLICIT:

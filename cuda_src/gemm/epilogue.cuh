@@ -98,11 +98,11 @@ struct Epilogue {
     // the tile), given each row's amax over the group, as e4m3 into the output tile at `base`: a lane holds
     // 2 bytes of a row per fragment and stores them (the quad's 8 bytes sit in one bank pair, rows on different
     // chunks through the swizzle: one wavefront a store). The quad's first lane writes each row's scale to
-    // scale[row] if the row is below `valid` (0: no scales) and not below `first`.
+    // scale[row] if the row is below `valid` (0: no scales).
     template <uint32_t kF0, uint32_t kFrags>
     __device__ __forceinline__ static void write_rows(const Sums& sum, const RowValues& amax, uint32_t base,
                                                       float* __restrict__ scale, uint32_t valid, uint32_t wg,
-                                                      uint32_t warp, uint32_t lane, uint32_t first = 0) {
+                                                      uint32_t warp, uint32_t lane) {
         static_assert(Cfg::kOutBytes == 1 && Cfg::kSwizzleD == Cfg::kAtomBytes, "one swizzled atom of e4m3 a row");
         static_assert(kF0 * 8 / Cfg::kAtomCols == ((kF0 + kFrags) * 8 - 1) / Cfg::kAtomCols, "fragments of one atom");
         constexpr bool kUe8m0 = Cfg::kOutFormat == OutFormat::kE4m3Ue8m0;
@@ -144,36 +144,31 @@ struct Epilogue {
 #pragma unroll
             for (uint32_t h = 0; h < 2; ++h) {
                 const uint32_t row = row0 + w * Cfg::kSlabStride + h * 8;
-                if (lane % 4 == 0 && row < valid && row >= first) scale[row] = s[w][h];
+                if (lane % 4 == 0 && row < valid) scale[row] = s[w][h];
             }
     }
 
     // The whole tile as e4m3, group by group; scales to scale[g * ld_scale + row].
     __device__ __forceinline__ static void write_tile_fp8(const Sums& sum, uint32_t base, float* __restrict__ scale,
                                                           uint32_t ld_scale, uint32_t valid, uint32_t wg, uint32_t warp,
-                                                          uint32_t lane, uint32_t first = 0) {
+                                                          uint32_t lane) {
         static_for<0, Cfg::kBlockN / 128>([&](auto group) {
             constexpr uint32_t g = group.value;
             RowValues amax;
             rows_amax<g * 16, 16>(sum, amax);
-            write_rows<g * 16, 16>(sum, amax, base, scale + g * ld_scale, valid, wg, warp, lane, first);
+            write_rows<g * 16, 16>(sum, amax, base, scale + g * ld_scale, valid, wg, warp, lane);
         });
     }
 
-    // The tile's parts (bit p: rows p * kBlockM / kParts on, the boxes of D's tensor map), one TMA store per atom
-    // and part (thread `tid` < kNumAtoms stores atom tid). TMA clips rows and columns past the tensor's end.
-    template <uint32_t kParts = 1>
+    // The whole tile, one TMA store per atom (thread `tid` < kNumAtoms stores atom tid). TMA clips rows
+    // and columns past the tensor's end.
     __device__ __forceinline__ static void store_tma(const CUtensorMap& tmap_d, const uint8_t* tile, uint32_t tid,
-                                                     bool store_thread, uint32_t n0, uint32_t row0, uint32_t parts = 1u) {
-        constexpr uint32_t kRows = Cfg::kBlockM / kParts;
+                                                     bool store_thread, uint32_t n0, uint32_t row0) {
         fence_proxy_async_smem();
         named_barrier_sync(1, Cfg::kMathThreads);
         if (store_thread) {
-#pragma unroll
-            for (uint32_t p = 0; p < kParts; ++p)
-                if ((parts >> p) & 1u)
-                    tma_store_2d(&tmap_d, tile + (tid * Cfg::kBlockM + p * kRows) * Cfg::kAtomBytes,
-                                 int32_t(n0 + tid * Cfg::kAtomCols), int32_t(row0 + p * kRows));
+            tma_store_2d(&tmap_d, tile + tid * (Cfg::kBlockM * Cfg::kAtomBytes), int32_t(n0 + tid * Cfg::kAtomCols),
+                         int32_t(row0));
             bulk_commit_group();
         }
     }

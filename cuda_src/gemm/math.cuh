@@ -189,12 +189,8 @@ struct MathWarpgroups {
         named_barrier_sync(1, Cfg::kMathThreads);
         if constexpr (Cfg::kOutFp8) {
             // Scales for rows of the tile below `valid` (rows past M, or past a masked group's count, stay as
-            // they are; so do a half tile's other half), at row m0 + r of the group's scale block.
-            uint32_t valid = min(t.rows - m0, Cfg::kBlockM), first = 0;
-            if constexpr (Tiles::kHalves) {
-                if (t.half == 1) valid = min(valid, Cfg::kBlockM / 2);
-                if (t.half == 2) first = Cfg::kBlockM / 2;
-            }
+            // they are), at row m0 + r of the group's scale block.
+            const uint32_t valid = min(t.rows - m0, Cfg::kBlockM);
             float* scale = d_scale + uint64_t(n0 / 128) * ld_scale + m0;
             if constexpr (Tiles::kScalesPerGroup) scale += uint64_t(t.group) * Cfg::kScaleRowsB * ld_scale;
             if constexpr (kSplitTile) {  // this CTA's chunk, with the tile rows' amax; the first CTA writes the scales
@@ -208,7 +204,7 @@ struct MathWarpgroups {
                 Out::template write_rows<0, Cfg::kBlockN / 8>(loop.sum, amax, loop.smem_d_addr, scale,
                                                               group_rank() == 0 ? valid : 0u, wg, warp, lane);
             } else {
-                Out::write_tile_fp8(loop.sum, loop.smem_d_addr, scale, ld_scale, valid, wg, warp, lane, first);
+                Out::write_tile_fp8(loop.sum, loop.smem_d_addr, scale, ld_scale, valid, wg, warp, lane);
             }
         } else if constexpr (Cfg::kOutF32) {  // added into D (the group's: t.group) by TMA reduce-add
             Out::reduce_tile_f32(loop.sum, tmap_d, loop.smem_d_addr, sm.d, loop.store_thread, n0, row0,
@@ -219,11 +215,7 @@ struct MathWarpgroups {
         if constexpr (!Cfg::kOutF32) {
             const bool by_threads = kSplitTile || (Tiles::kStoresByThreads && tiles.store_by_threads(t));
             if (!by_threads) {
-                if constexpr (Tiles::kHalves)  // a half tile stores its own half
-                    Out::template store_tma<2>(tmap_d, sm.d, tid, loop.store_thread, n0, row0,
-                                               t.half != 0 ? 1u << (t.half - 1) : 3u);
-                else
-                    Out::store_tma(tmap_d, sm.d, tid, loop.store_thread, n0, row0);
+                Out::store_tma(tmap_d, sm.d, tid, loop.store_thread, n0, row0);
             } else {
                 Out::template store_threads<kSplitTile>(loop.smem_d_addr, d, ldd, row0, n0, m0, t);
             }

@@ -2,12 +2,6 @@
 // multiple of 64 rows, m_indices giving each row's expert (-1 on padding). Tiles run in the normal
 // raster order; a tile's passes come from its slabs' experts. Pairs sharing B (kShareB) walk pairs of
 // m-blocks in that order, the cluster's CTA of rank r taking m-block 2p + r of pair p.
-//
-// 256-row tiles (kHalves) walk blocks of 256 rows, except that a block whose halves start different experts is
-// walked as two half tiles, each in its place in the order: the two passes of one tile had each run a whole K loop
-// behind the other tiles of its second expert, whose B had left L2 by then (NOTES.md v27). The kernel's set-up
-// marks those blocks (a bit each, and per 32 blocks the count before them), so that every role maps a place in the
-// order to its block and half. Past kMaxBlocks blocks no block is halved.
 #pragma once
 #include "tile.cuh"
 #include "record_ring.cuh"
@@ -23,11 +17,6 @@ struct ContiguousTiles {
     using Records = RecordRing<Cfg>;
     static constexpr uint32_t kSlabs = Cfg::kSlabsPerTile;
     static constexpr uint32_t kSlabsPerWG = Cfg::kSlabsPerWG;
-    static constexpr bool kPairs = Cfg::kShareB;
-    static constexpr bool kHalves = kSlabs == 4;
-    static constexpr uint32_t kMaxBlocks = kHalves ? 4096 : 0;  // blocks the halving map covers
-    static constexpr uint32_t kMapWords = kMaxBlocks / 32;
-    static_assert(!(kPairs && kHalves), "pairs sharing B hold 128-row tiles");
     // Each role fetches its next tile while the current one is in flight: the producer's slab-id loads
     // then cost nothing between tiles.
     static constexpr bool kFetchEarly = true;
@@ -39,16 +28,13 @@ struct ContiguousTiles {
     static constexpr bool kZeroRows = true;        // zero_rows() may be non-zero
     static constexpr bool kStoresByThreads = false;  // store_by_threads() may be true
     static constexpr bool kScalesPerGroup = false;  // e4m3 output: one block of out_scale
-    // The record ring, then the halving map: a bit per block, and per 32 blocks the halved ones before them (and
-    // the total after the last).
-    static constexpr uint32_t kSmemWordBytes = Records::kBytes + (kHalves ? (2 * kMapWords + 4) * 4 : 0);
+    static constexpr uint32_t kSmemWordBytes = Records::kBytes;
     static constexpr uint32_t kRingBarriers = 2 * Records::kSlots;
+    static constexpr bool kPairs = Cfg::kShareB;
 
     uint32_t m;               // rows of A (sum M)
     const int32_t* layout;    // m_indices (global)
     uint32_t num_m_blocks;
-    uint32_t num_places;      // places in the order per n-block: m-blocks, and one more per halved block
-    const uint32_t* halved;   // kHalves: the halving map's bits (shared memory), then the counts before each word
     uint32_t tile_idx;
     uint32_t thread_row;      // math threads: this thread's first accumulator row in a tile (kBlockM: producer)
     uint32_t records = 0;     // math threads: tile records taken from the ring
@@ -58,86 +44,15 @@ struct ContiguousTiles {
                                                uint64_t* ring_barriers, uint32_t thread_row_, uint32_t)
         : m(m_), layout(m_indices), thread_row(thread_row_), ring(words, ring_barriers) {
         num_m_blocks = (m + Cfg::kBlockM - 1) / Cfg::kBlockM;
-        num_places = num_m_blocks;
-        if constexpr (kHalves) {
-            halved = map(words);
-            if (num_m_blocks <= kMaxBlocks) num_places += halved[kMapWords + (num_m_blocks + 31) / 32];
-        }
         tile_idx = blockIdx.x;
-    }
-
-    __device__ __forceinline__ static uint32_t* map(int32_t* words) {
-        return reinterpret_cast<uint32_t*>(words) + Records::kBytes / 4;
-    }
-
-    // The halving map, by every thread of the CTA before the barrier: block b is halved if the rows at its start and
-    // at its middle are both an expert's, and different experts'.
-    __device__ __forceinline__ static void load_layout(const int32_t* m_indices, int32_t* words, uint32_t m, uint32_t) {
-        if constexpr (kHalves) {
-            const uint32_t blocks = (m + Cfg::kBlockM - 1) / Cfg::kBlockM, lane = threadIdx.x % 32;
-            if (blocks > kMaxBlocks) return;
-            for (uint32_t w = threadIdx.x / 32; w < (blocks + 31) / 32; w += Cfg::kThreads / 32) {
-                const uint32_t row = (w * 32 + lane) * Cfg::kBlockM;
-                bool halve = false;
-                if (row + Cfg::kBlockM / 2 < m) {
-                    const int32_t g0 = __ldg(m_indices + row), g1 = __ldg(m_indices + row + Cfg::kBlockM / 2);
-                    halve = g0 != g1 && uint32_t(g0) < Cfg::kNumGroups && uint32_t(g1) < Cfg::kNumGroups;
-                }
-                const uint32_t bits = __ballot_sync(~0u, halve);
-                if (lane == 0) map(words)[w] = bits;
-            }
-        }
-    }
-
-    // After the barrier: the halved blocks before each word of the map (a warp scan of the words' counts), then
-    // another barrier.
-    __device__ __forceinline__ static void finish_layout(int32_t* words, uint32_t m, uint32_t) {
-        if constexpr (kHalves) {
-            const uint32_t blocks = (m + Cfg::kBlockM - 1) / Cfg::kBlockM;
-            uint32_t* bits = map(words);
-            if (threadIdx.x < 32 && blocks <= kMaxBlocks) {
-                const uint32_t n = (blocks + 31) / 32;
-                uint32_t total = 0;
-                for (uint32_t base = 0; base <= n; base += 32) {
-                    const uint32_t w = base + threadIdx.x;
-                    uint32_t count = w < n ? __popc(bits[w]) : 0u;
-#pragma unroll
-                    for (uint32_t d = 1; d < 32; d *= 2) {
-                        const uint32_t lower = __shfl_up_sync(~0u, count, d);
-                        if (threadIdx.x >= d) count += lower;
-                    }
-                    const uint32_t before = total + count - (w < n ? __popc(bits[w]) : 0u);
-                    if (w <= n) bits[kMapWords + w] = before;
-                    total += __shfl_sync(~0u, count, 31);
-                }
-            }
-            __syncthreads();
-        }
-    }
-
-    // The block and half (0: the whole block; 1, 2: its first or second half) at `place` in the order.
-    __device__ __forceinline__ void locate(uint32_t place, uint32_t& block, uint32_t& half) const {
-        block = place, half = 0;
-        if (num_places == num_m_blocks) return;
-        // The last word whose first block's place is at most `place`, then the block within the word.
-        uint32_t lo = 0, hi = (num_m_blocks + 31) / 32;
-        while (hi - lo > 1) {
-            const uint32_t mid = (lo + hi) / 2;
-            if (mid * 32 + halved[kMapWords + mid] <= place) lo = mid;
-            else hi = mid;
-        }
-        const uint32_t bits = halved[lo], offset = place - lo * 32 - halved[kMapWords + lo];
-        uint32_t j = 0;  // the last block j of the word whose place, j + the halved ones before it, is at most offset
-        for (uint32_t step = 16; step != 0; step /= 2)
-            if (j + step + __popc(bits & ((1u << (j + step)) - 1u)) <= offset) j += step;
-        block = lo * 32 + j;
-        if ((bits >> j) & 1u) half = 1 + offset - (j + __popc(bits & ((1u << j) - 1u)));
     }
 
     __device__ __forceinline__ static uint32_t rows_a_landing(uint32_t) { return Cfg::kBlockM; }  // whole tiles
     __device__ __forceinline__ static void init_barriers(uint64_t* ring_barriers) {
         Records(nullptr, ring_barriers).init_barriers();
     }
+    __device__ __forceinline__ static void load_layout(const int32_t*, int32_t*, uint32_t, uint32_t) {}
+    __device__ __forceinline__ static void finish_layout(int32_t*, uint32_t) {}
 
     // The normal layout's raster walk, written out again: shared through a helper, it moved the normal
     // kernels' code (NOTES.md v16).
@@ -149,11 +64,8 @@ struct ContiguousTiles {
             raster<Cfg>(tile_idx / 2, pairs, pair, t.n_block);
             t.m_block = 2 * pair + tile_idx % 2;
         } else {
-            if (tile_idx >= num_places * Cfg::kNumNBlocks) return false;
-            uint32_t place;
-            raster<Cfg>(tile_idx, num_places, place, t.n_block);
-            if constexpr (kHalves) locate(place, t.m_block, t.half);
-            else t.m_block = place;
+            if (tile_idx >= num_m_blocks * Cfg::kNumNBlocks) return false;
+            raster<Cfg>(tile_idx, num_m_blocks, t.m_block, t.n_block);
         }
         t.rows = m;
         t.group = 0;
@@ -218,11 +130,6 @@ struct ContiguousTiles {
         uint32_t zero_words[2 * kSlabsPerWG];
         uint32_t peer_passes = 0;  // pairs sharing B: the peer tile's pass count (the math threads': its record's)
         if constexpr (kMath) ring.take(records++, thread_row, t.slab_group, zero_words, peer_passes);
-        if constexpr (kHalves) {  // a half tile: the other half's slabs sit out
-#pragma unroll
-            for (uint32_t s = 0; s < kSlabs; ++s)
-                if (t.half != 0 && s / 2 != t.half - 1) t.slab_group[s] = -1;
-        }
         find_passes(t.m_block, t.slab_group, t.passes, t.heads, t.valid);
         if constexpr (kPairs) {
             const uint32_t passes = __popc(t.passes);

@@ -18,7 +18,6 @@ struct MaskedTiles {
     // Tiles of one slab per math warpgroup: a slab wholly past its group's valid rows is idle (its
     // warpgroup computes nothing), so a group's last block of at most 64 valid rows is about half a tile.
     static constexpr bool kIdleSlabs = Cfg::kSlabsPerWG == 1 && Cfg::kNumMathWG == 2;
-    static constexpr bool kHalves = false;
     // Every group's valid rows (clamped to [0, max_m]), then the running total of tiles up to and
     // including each group: the search in locate().
     static constexpr bool kZeroRows = false;        // zero_rows() may be non-zero
@@ -65,7 +64,7 @@ struct MaskedTiles {
     }
 
     // After it: the running tile totals, by the first warp 32 groups at a time.
-    __device__ __forceinline__ static void finish_layout(int32_t* words, uint32_t, uint32_t) {
+    __device__ __forceinline__ static void finish_layout(int32_t* words, uint32_t) {
         if (threadIdx.x < 32) {
             uint32_t total = 0;
             for (uint32_t base = 0; base < kGroups; base += 32) {

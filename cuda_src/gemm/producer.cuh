@@ -32,8 +32,6 @@ struct Producer {
         const int32_t a_row = int32_t(tiles.a_row(t));
         const int32_t sa_row0 = int32_t(tiles.sa_row(t));
         const int32_t sa_col = int32_t(t.m_block * Cfg::kBlockM);
-        // Half tiles (kHalves) land half of A and its scales; the boxes are half a tile for whole tiles too.
-        const uint32_t tx = Tiles::kHalves && t.half != 0 ? Smem::stage_tx_bytes(Cfg::kBlockM / 2) : tx_bytes;
         CG8_MARK(kTraceLoads, (t.n_block << 16) | t.m_block);
 #pragma unroll 1
         for (uint32_t passes = kWhole ? 1u : t.passes; passes != 0; passes &= passes - 1) {
@@ -45,23 +43,13 @@ struct Producer {
             for (uint32_t kb = kRanged ? t.kb_begin() : 0u; kb < kb_end; ++kb) {
                 mbar_wait(&sm.empty[ring.stage], ring.phase ^ 1);
                 uint64_t* bar = &sm.full[ring.stage];
-                mbar_arrive_expect_tx(bar, tx);
+                mbar_arrive_expect_tx(bar, tx_bytes);
                 const uint32_t half = cta_rank * Cfg::kMulticastRows;  // this CTA's share of the A rows
                 if constexpr (Cfg::kMulticast > 1 && !Cfg::kShareB) {
                     tma_load_2d_multicast(sm.a + ring.stage * Smem::kStageA + half * kBlockK, &tmap_a, bar,
                                           int32_t(kb * kBlockK), a_row + int32_t(half), 0x3);
                     tma_load_2d_multicast(sm.sa + ring.stage * Cfg::kBlockM + half, &tmap_sa, bar,
                                           sa_col + int32_t(half), sa_row0 + int32_t(kb), 0x3);
-                } else if constexpr (Tiles::kHalves) {
-                    constexpr uint32_t kHalf = Cfg::kBlockM / 2;
-#pragma unroll
-                    for (uint32_t h = 0; h < 2; ++h) {
-                        if (t.half != 0 && t.half != h + 1) continue;
-                        tma_load_2d(sm.a + ring.stage * Smem::kStageA + h * kHalf * kBlockK, &tmap_a, bar,
-                                    int32_t(kb * kBlockK), a_row + int32_t(h * kHalf));
-                        tma_load_2d(sm.sa + ring.stage * Cfg::kBlockM + h * kHalf, &tmap_sa, bar,
-                                    sa_col + int32_t(h * kHalf), sa_row0 + int32_t(kb));
-                    }
                 } else {
                     tma_load_2d(sm.a + ring.stage * Smem::kStageA, &tmap_a, bar, int32_t(kb * kBlockK), a_row);
                     tma_load_2d(sm.sa + ring.stage * Cfg::kBlockM, &tmap_sa, bar, sa_col, sa_row0 + int32_t(kb));

@@ -10,13 +10,12 @@
 //   kPinnedBase              the rolled main loops form their shared-memory addresses from a pinned base
 //   kStageWalk               how whole tiles prefer to walk the stage ring (mainloop.cuh)
 //   kIdleSlabs               a slab past the valid rows may sit out its tile (tiles of one slab per warpgroup)
-//   kHalves                  a tile may be half a block (Tile::half): A, its scales and D move in half-tile boxes
 //   kZeroRows, kStoresByThreads   zero_rows() may be non-zero; store_by_threads() may be true
 //                            (optional behaviours are traits, tested at compile time, so a layout that
 //                            lacks one emits no code for it: NOTES.md v16)
 //   kSmemWordBytes, kRingBarriers   its shared memory: layout words and barriers (smem.cuh)
 //   rows_a_landing(m)        rows of A (and of its scales) landing in a stage (fp8_gemm.box_rows_a)
-//   init_barriers, load_layout, finish_layout   its part of the kernel's set-up (finish_layout after a barrier)
+//   init_barriers, load_layout, finish_layout   its part of the kernel's set-up
 //   next(t), tail(t)         the next tile of this CTA (with split K, t.split names its share; with K at run
 //                            time, t.kb0 and t.kb1 its k-blocks); its share of a split last-wave tile (masked
 //                            kTailSplit)

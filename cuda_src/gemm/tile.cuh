@@ -28,7 +28,6 @@ struct Tile {
     int32_t peer_group[kSlabs];
     bool share_b;
     uint32_t pad_passes;
-    uint32_t half;     // contiguous 256-row tiles (kHalves): 0, the whole block; 1 or 2, its first or second half
     uint32_t split;    // a split tile: 1 + this CTA's share of it (its rank in the cluster); 0: not split
     uint32_t kb0, kb1; // K at run time (kRuntimeK): the tile's k-blocks, as columns of A's and B's scale grids
 
@@ -60,7 +59,6 @@ struct WholeTiles {
     static constexpr bool kFetchEarly = false;
     static constexpr bool kPinnedBase = false;
     static constexpr bool kIdleSlabs = false;
-    static constexpr bool kHalves = false;          // tiles may be half blocks (contiguous 256-row tiles)
     static constexpr bool kZeroRows = false;        // zero_rows() may be non-zero
     static constexpr bool kStoresByThreads = false;  // store_by_threads() may be true
     static constexpr bool kScalesPerGroup = false;  // e4m3 output: one block of out_scale

@@ -81,19 +81,19 @@ def test_contiguous_ring_rounds_from_every_stage(k):
     _check_contiguous_segments(256, 128, 256, k, grid=2, more=[(1, 1024), (4, 256)])
 
 
-# 256-row tiles walk a block whose halves start different experts as two half tiles (each loads, computes and
-# stores its half only). Segments padded to 128 rows, uneven, with empty experts: many blocks are halved, next to
-# whole ones and ones with padding slabs; a grid of two CTAs walks them all; bitwise the same on a repeat.
+# 256-row tiles over segments padded to 128 rows, uneven, with empty experts: many tiles are split between two experts
+# at their middle (a pass for each, each warpgroup with one slab in each), next to whole ones and ones with padding
+# slabs; a grid of two CTAs walks them all; bitwise the same on a repeat.
 @pytest.mark.parametrize("bn, grid", [(128, None), (96, 2)])
-def test_contiguous_half_tiles(bn, grid):
+def test_contiguous_tiles_split_at_the_middle(bn, grid):
     from cugemm8.heuristics import make_config
 
     rows = [300, 200, 0, 130, 512, 100, 90, 256, 383, 1, 128, 700]
     n, k = 2 * bn + 40, 640
     x, w, a, sa, b, sb, idx = make_contiguous(rows, n, k, seed=bn, align=128)
-    halved = sum(1 for r in range(0, idx.size - 128, 256) if int(idx[r]) >= 0 and int(idx[r + 128]) >= 0
-                 and int(idx[r]) != int(idx[r + 128]))
-    assert halved >= 4, halved
+    split = sum(1 for r in range(0, idx.size - 128, 256) if int(idx[r]) >= 0 and int(idx[r + 128]) >= 0
+                and int(idx[r]) != int(idx[r + 128]))
+    assert split >= 4, split
     out = poisoned((a.shape[0], n))
     run = fp8_gemm.bind(make_config("contiguous", n, k, len(rows), 256, bn), a,
                         cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out, layout=idx, grid=grid)

@@ -211,8 +211,9 @@ def test_masked_fp8_out_split_tail(scale_format):
 
 
 @pytest.mark.parametrize("scale_format", FORMATS)
-def test_contiguous_fp8_out_half_tiles(scale_format):
-    """256-row tiles over experts padded to 128 rows: a half tile writes its own half's payload and scales only."""
+def test_contiguous_fp8_out_256_rows(scale_format):
+    """256-row tiles over experts padded to 128 rows (tiles split between two experts at their middle, padding slabs):
+    each row's payload and scale from its own expert's pass."""
     rows = [300, 200, 0, 130, 512, 100, 90, 256, 383]
     n, k = 384, 512
     fmt = "float8_e4m3" if scale_format == "float32" else "float8_e4m3_ue8m0"
