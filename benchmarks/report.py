@@ -38,7 +38,8 @@ def config_text(row: dict) -> str:
     if not c:
         return "?"
     split = c.get("split_k", 1)
-    return f"{c['block_m']}x{c['block_n']} s{c['stages']} w{c['num_math_wg']}" + (f" k/{split}" if split > 1 else "")
+    pair = " pB" if c.get("share_b") else " pA" if c.get("cluster", 1) > 1 else ""  # CTA pairs sharing B or A
+    return f"{c['block_m']}x{c['block_n']} s{c['stages']} w{c['num_math_wg']}" + (f" k/{split}" if split > 1 else "") + pair
 
 
 def row_label(row: dict) -> str:

@@ -232,9 +232,9 @@ def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, bloc
         raise ValueError(f"group_ctas={group_ctas} needs e4m3 output, the normal layout, no split or multicast and "
                          f"block_n * group_ctas == 128 (group_ctas 2 or 4); got {out_format}, {layout}, "
                          f"split_k={split_k}, cluster={cluster}, block_n={block_n}")
-    if share_b and not (cluster == 2 and can_share_b(layout, block_n)):
-        raise ValueError(f"share_b needs cluster=2, the contiguous layout and block_n a multiple of 16; got "
-                         f"cluster={cluster}, {layout}, block_n={block_n}")
+    if share_b and not (cluster == 2 and can_share_b(layout, block_m, block_n)):
+        raise ValueError(f"share_b needs cluster=2, the contiguous layout, block_m=128 and block_n a multiple of 16; "
+                         f"got cluster={cluster}, {layout}, block_m={block_m}, block_n={block_n}")
     if tail_split is None:
         tail_split = cluster == 1 and split_k == 1 and tail_split_for(layout, block_n, k)
     stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split,
@@ -246,10 +246,11 @@ def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, bloc
                         share_b=share_b)
 
 
-def can_share_b(layout: str, block_n: int) -> bool:
+def can_share_b(layout: str, block_m: int, block_n: int) -> bool:
     """What CTA pairs sharing B need (cuda_src/gemm/config.cuh, kShareB): the contiguous layout (a pair's
-    m-blocks of one expert read one B tile), and half a B tile starting on the 128-byte swizzle's 8-row period."""
-    return layout == "contiguous" and block_n % 16 == 0
+    m-blocks of one expert read one B tile), 128-row tiles (those the GPU tier runs), and half a B tile starting on
+    the 128-byte swizzle's 8-row period."""
+    return layout == "contiguous" and block_m == 128 and block_n % 16 == 0
 
 
 def can_share_group(block_n: int, group_ctas: int) -> bool:

@@ -78,7 +78,6 @@ struct GemmConfig {
     static constexpr uint32_t kThreads = kMathThreads + 128;  // + the producer warpgroup
     static constexpr uint32_t kClusterDims = kExchangeCtas > 1 ? kExchangeCtas : kMulticast;  // CTAs per cluster as launched
     static constexpr uint32_t kMulticastRows = kShareB ? kBlockM : kBlockM / kMulticast;  // A rows a CTA loads
-    static constexpr uint32_t kShareRowsB = kShareB ? kBlockN / 2 : kBlockN;  // B rows each CTA of a pair loads
 
     // ------------------------------------------------------------------ tiles
     static constexpr uint32_t kSlabsPerTile = kBlockM / kSlabRows;
@@ -117,8 +116,8 @@ struct GemmConfig {
     static_assert(kMulticast == 1 || (kMulticast == 2 && (kShareB || kNumNBlocks % 2 == 0)),
                   "pairs sharing A need even n-blocks");
     // A half of a 128-byte swizzled B tile must start on the swizzle's 1024-byte period (8 rows).
-    static_assert(!kShareB || (kMulticast == 2 && kLayout == Layout::kContiguous && kBlockN % 16 == 0),
-                  "pairs sharing B: the contiguous layout, BLOCK_N a multiple of 16");
+    static_assert(!kShareB || (kMulticast == 2 && kLayout == Layout::kContiguous && kBlockM == 128 && kBlockN % 16 == 0),
+                  "pairs sharing B: the contiguous layout, BLOCK_M 128 (the tiles tested), BLOCK_N a multiple of 16");
     // Each CTA of a split tile owns a column chunk of whole 8-column fragments and at least one k-block.
     // (Which layouts may split, or have a record ring, their tile policies say.)
     static_assert(kSplitK >= 1 && kSplitK <= 8 && !(kTailSplit && kSplitK > 1), "split K over 1 to 8 CTAs, or the tail split");

@@ -138,11 +138,11 @@ struct MainLoop {
         }
     }
 
-    // No slab of this warpgroup computes in the pass: walk the ring along with the other warpgroup.
-    template <class P>
-    __device__ __forceinline__ void walk_idle(const P& p) {
+    // No slab of this warpgroup computes in k-blocks kb_begin .. kb_end - 1 (an idle pass, or a pair's padding
+    // stages): walk the ring along with the other warpgroup, and the peer CTA.
+    __device__ __forceinline__ void walk_idle(uint32_t kb_begin, uint32_t kb_end) {
 #pragma unroll 1
-        for (uint32_t kb = p.kb_begin; kb < p.kb_end; ++kb) {
+        for (uint32_t kb = kb_begin; kb < kb_end; ++kb) {
             mbar_wait(shared(&sm.full[ring.stage]), ring.phase);
             release(ring.stage);
             ring.advance();
@@ -267,12 +267,11 @@ struct MainLoop {
     // done, then each column's partial sum scaled by its B scale, then its A scale. The scales are read before
     // the MMAs are issued and applied only to their results: loaded after, ptxas put the products sa * sb
     // between the wgmmas, so the last wgmma waited for the loads (NOTES.md v23).
-    template <class P>
-    __device__ __forceinline__ void row_scales(const P& p) {
+    __device__ __forceinline__ void row_scales(uint32_t kb_begin, uint32_t kb_end) {
         static_assert(Cfg::kRowScalesB && kSlabs == 1, "row_scales is the weight gradient's loop");
         const uint32_t row = wg * 64 + warp * 16 + lane / 4;
 #pragma unroll 1
-        for (uint32_t kb = p.kb_begin; kb < p.kb_end; ++kb) {
+        for (uint32_t kb = kb_begin; kb < kb_end; ++kb) {
             const uint32_t st = ring.stage;
             CG8_MARK_KB(kTraceKbWait, kb);
             mbar_wait(&sm.full[st], ring.phase);

@@ -83,9 +83,9 @@ struct MathWarpgroups {
             // A slab wholly past the valid rows (masked) leaves the tensor cores to the other warpgroup.
             const bool idle = Tiles::kIdleSlabs && tiles.slab_idle(t, loop.wg_mma);
             if (slabs == 0 || idle) {
-                loop.walk_idle(typename Loop::template Pass<uint32_t>{kb_begin, kb_end, 0u});
+                loop.walk_idle(kb_begin, kb_end);
             } else if constexpr (Cfg::kRowScalesB) {
-                loop.row_scales(typename Loop::template Pass<uint32_t>{kb_begin, kb_end, 0u});
+                loop.row_scales(kb_begin, kb_end);
             } else {
                 with_boundary(n0, [&](auto boundary) {
                     const typename Loop::template Pass<decltype(boundary)> p{kb_begin, kb_end, boundary};
@@ -100,7 +100,7 @@ struct MathWarpgroups {
         }
         if constexpr (Cfg::kShareB) {  // the peer tile's extra passes: its stages walked through in step
             const uint32_t pad = tiles.pad_kblocks(t);
-            if (pad != 0) loop.walk_idle(typename Loop::template Pass<uint32_t>{0u, pad, 0u});
+            if (pad != 0) loop.walk_idle(0u, pad);
         }
         if constexpr (RingWalk<Cfg>::kAlignStages && !kWhole) loop.realign();
         CG8_MARK(kTraceMainDone);

@@ -90,15 +90,15 @@ struct ContiguousTiles {
         if (warp != 1) return;
         ContiguousTiles walk(m, layout, ring.words, ring.full, Cfg::kBlockM, 0u);
         Tile rt;
-        for (uint32_t n = 0; walk.next(rt); ++n) {
-            uint32_t peer_passes = 0;
-            if constexpr (kPairs) {
-                uint32_t heads, valid;
-                find_passes(rt.m_block ^ 1, rt.peer_group, peer_passes, heads, valid);
-                peer_passes = __popc(peer_passes);
-            }
-            ring.publish(rt.m_block, n, layout, m, lane, peer_passes);
-        }
+        for (uint32_t n = 0; walk.next(rt); ++n)
+            ring.publish(rt.m_block, n, layout, m, lane, kPairs ? __popc(walk.peer_passes(rt)) : 0u);
+    }
+
+    // Pairs sharing B: the peer tile's passes (bit p: a pass starts at slab p), from the ids next() loaded.
+    __device__ __forceinline__ uint32_t peer_passes(Tile& t) const {
+        uint32_t passes, heads, valid;
+        find_passes(t.m_block ^ 1, t.peer_group, passes, heads, valid);
+        return passes;
     }
 
     // The passes (bit p: a pass starts at slab p), each slab's pass head (2 bits a slab) and the valid slabs
@@ -128,19 +128,18 @@ struct ContiguousTiles {
     template <bool kMath>
     __device__ __forceinline__ void decode(Tile& t) {
         uint32_t zero_words[2 * kSlabsPerWG];
-        uint32_t peer_passes = 0;  // pairs sharing B: the peer tile's pass count (the math threads': its record's)
-        if constexpr (kMath) ring.take(records++, thread_row, t.slab_group, zero_words, peer_passes);
+        uint32_t peer_count = 0;  // pairs sharing B: the peer tile's pass count (the math threads': its record's)
+        if constexpr (kMath) ring.take(records++, thread_row, t.slab_group, zero_words, peer_count);
         find_passes(t.m_block, t.slab_group, t.passes, t.heads, t.valid);
         if constexpr (kPairs) {
             const uint32_t passes = __popc(t.passes);
             if constexpr (!kMath) {
-                uint32_t peer, heads, valid;
-                find_passes(t.m_block ^ 1, t.peer_group, peer, heads, valid);
-                peer_passes = __popc(peer);
-                t.share_b = passes == 1 && peer_passes == 1 &&
+                const uint32_t peer = peer_passes(t);
+                peer_count = __popc(peer);
+                t.share_b = passes == 1 && peer_count == 1 &&
                             slab_id(t.slab_group, __ffs(t.passes) - 1) == slab_id(t.peer_group, __ffs(peer) - 1);
             }
-            t.pad_passes = peer_passes > passes ? peer_passes - passes : 0u;
+            t.pad_passes = peer_count > passes ? peer_count - passes : 0u;
         }
         // The math thread's own rows that come out as zeros (an id that is no expert's).
         t.zero = 0;

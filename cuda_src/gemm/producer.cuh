@@ -56,7 +56,7 @@ struct Producer {
                 }
                 if constexpr (Cfg::kShareB) {  // B's box is half a tile: one half each, or both halves here
                     uint8_t* b = sm.b + ring.stage * Smem::kStageB;
-                    constexpr uint32_t kHalf = Cfg::kShareRowsB;
+                    constexpr uint32_t kHalf = Cfg::kBlockN / 2;  // B's box (fp8_gemm.tensor_maps)
                     const uint32_t own = cta_rank * kHalf;
                     if (t.share_b) {
                         tma_load_2d_multicast(b + own * kBlockK, &tmap_b, bar, int32_t(kb * kBlockK), b_row + int32_t(own), 0x3);

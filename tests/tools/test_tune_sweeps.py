@@ -105,6 +105,7 @@ def test_dense_line_names_best_and_pick():
 
 @pytest.mark.parametrize("argv, message", [(["--rasters", "4,x"], "comma-separated integers"),
                                            (["--pairs", "128,a"], "comma-separated integers"),
+                                           (["--share-b", "192,b"], "comma-separated integers"),
                                            (["--rasters", "0"], "positive band widths")])
 def test_width_lists_are_checked_before_the_gpu(argv, message, capsys):
     with pytest.raises(SystemExit):

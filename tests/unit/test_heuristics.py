@@ -220,3 +220,17 @@ def test_grouped_decode_streams_b_when_its_weights_are_small():
     assert not heuristics.choose("contiguous", 576, 7168, 2048, 8, 132).config.stream_b   # more rows an expert
     assert not heuristics.choose("contiguous", 1088, 4096, 7168, 32, 132).config.stream_b  # 0.94 GB of weights
     assert not heuristics.choose("contiguous", 8 * 8192, 4096, 7168, 8, 132).config.stream_b  # prefill
+
+
+@pytest.mark.parametrize("kwargs, what", [(dict(layout="contiguous", block_m=128, cluster=1), "cluster=1"),
+                                          (dict(layout="normal", block_m=128, cluster=2), "normal"),
+                                          (dict(layout="contiguous", block_m=256, cluster=2), "block_m=256"),
+                                          (dict(layout="contiguous", block_m=128, cluster=2, block_n=120), "block_n=120")])
+def test_share_b_needs_what_the_kernel_can_run(kwargs, what):
+    """Pairs sharing B (KernelConfig.share_b): only CTA pairs of the contiguous layout, 128-row tiles, widths a multiple
+    of 16; anything else is a ValueError naming what was given, before a kernel is rendered."""
+    args = dict(layout="contiguous", block_m=128, block_n=192, cluster=2) | kwargs
+    with pytest.raises(ValueError, match=what):
+        heuristics.make_config(args["layout"], 4096, 7168, 8, args["block_m"], args["block_n"], cluster=args["cluster"],
+                               share_b=True)
+    assert heuristics.make_config("contiguous", 4096, 7168, 8, 128, 192, cluster=2, share_b=True).share_b
