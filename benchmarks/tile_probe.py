@@ -1,24 +1,51 @@
 """Chosen tiles against others on a few dense shapes, timed interleaved with bf16's pick:
 
-    python -m benchmarks.tile_probe [--out-dtype float8_e4m3] [--shapes 4096x2112x7168,...] [--tiles 256x128,128x128]
+    python -m benchmarks.tile_probe [--out-dtype float8_e4m3] [--shapes 4096x2112x7168,...] [--tiles 256x128,128x128s4]
 
-For each shape: bf16's pick, then each tile (unsplit, the heuristic's stages and grid for it) with the output
-type asked for, the pick marked. Prints the median µs and the time ÷ bf16's pick's; no checks of the results
-(the GPU tier covers every configuration). A question the heuristic's rules do not measure: NOTES.md v24."""
+For each shape: bf16's pick, then each tile (unsplit, the heuristic's stages and grid for it, or the stages a
+trailing `sN` names, at most those that fit) with the output type asked for, the pick marked. Every kernel is
+compiled first, in parallel. Prints the median µs and the time ÷ bf16's pick's; no checks of the results
+(the GPU tier covers every configuration). Questions the heuristic's rules do not measure: NOTES.md v24, v28."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import multiprocessing
+import os
 import statistics
+from concurrent.futures import ProcessPoolExecutor
 
 from .protocol import Timer
 from .tune import dense_inputs
+
+
+def tile_config(tile: str, n: int, k: int, out_dtype: str):
+    """The configuration `tile` names ("BMxBN", "BMxBNsS" with S stages; a trailing "c2": CTA pairs sharing A by
+    multicast) for the normal layout at N, K."""
+    from cugemm8 import heuristics
+
+    tile, pairs = (tile[:-2], 2) if tile.endswith("c2") else (tile, 1)
+    dims, _, stages = tile.partition("s")
+    bm, bn = (int(v) for v in dims.split("x"))
+    cfg = heuristics.make_config("normal", n, k, 1, bm, bn, cluster=pairs, out_format=out_dtype)
+    if stages:
+        if not 1 <= int(stages) <= cfg.stages:
+            raise SystemExit(f"{tile}: {bm}x{bn} holds 1 to {cfg.stages} stages at K={k}")
+        cfg = dataclasses.replace(cfg, stages=int(stages))
+    return cfg
+
+
+def _build(cfg) -> int:
+    from cugemm8 import fp8_gemm
+
+    return len(fp8_gemm.build(cfg))
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out-dtype", default="float8_e4m3", choices=("bfloat16", "float8_e4m3"))
     p.add_argument("--shapes", default="4096x2112x7168,4096x32768x512,4096x7168x2048", help="MxNxK, comma-separated")
-    p.add_argument("--tiles", default="256x128,128x128", help="BLOCK_MxBLOCK_N, comma-separated")
+    p.add_argument("--tiles", default="256x128,128x128", help="BLOCK_MxBLOCK_N[sSTAGES], comma-separated")
     p.add_argument("--reps", type=int, default=30)
     args = p.parse_args(argv)
 
@@ -27,32 +54,43 @@ def main(argv=None) -> int:
     import cugemm8
     from cugemm8 import fp8_gemm, heuristics
 
+    shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes.split(",")]
+    tiles = args.tiles.split(",")
+    configs = {(m, n, k, tile): tile_config(tile, n, k, args.out_dtype) for m, n, k in shapes for tile in tiles}
+    picks = {(m, n, k): heuristics.choose("normal", m, n, k, 1, 132) for m, n, k in shapes}
+    todo = list(dict.fromkeys([*configs.values(), *(plan.config for plan in picks.values())]))
+    with ProcessPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1),
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(_build, todo))
+
     fp8 = args.out_dtype != "bfloat16"
     timer = Timer(settle_s=0.5, warmup=3)
-    for shape in args.shapes.split(","):
-        m, n, k = (int(v) for v in shape.split("x"))
+    for m, n, k in shapes:
+        shape = f"{m}x{n}x{k}"
         a, sa, b, sb = dense_inputs(m, n, k)
-        bf16 = heuristics.choose("normal", m, n, k, 1, 132)
-        fns = {f"bf16 pick {bf16.config.block_m}x{bf16.config.block_n}": fp8_gemm.bind(
+        bf16 = picks[m, n, k]
+        fns = {f"bf16 pick {bf16.config.block_m}x{bf16.config.block_n} s{bf16.config.stages}": fp8_gemm.bind(
             bf16.config, a, sa, b, sb, cupy.empty((m, n), dtype=cugemm8.api.BF16), grid=bf16.grid)}
         pick = heuristics.choose("normal", m, n, k, 1, 132, args.out_dtype)
-        for tile in args.tiles.split(","):
-            bm, bn = (int(v) for v in tile.split("x"))
-            cfg = heuristics.make_config("normal", n, k, 1, bm, bn, out_format=args.out_dtype)
-            grid = heuristics.grid_for(cfg, -(-m // bm) * -(-n // bn), 132)
+        for tile in tiles:
+            cfg = configs[m, n, k, tile]
+            grid = heuristics.grid_for(cfg, -(-m // cfg.block_m) * -(-n // cfg.block_n), 132)
             if fp8:
                 out = cupy.empty((m, n), dtype=cupy.uint8)
                 run = fp8_gemm.bind(cfg, a, sa, b, sb, out, out_scale=cugemm8.empty_scale((m, -(-n // 128))), grid=grid)
             else:
                 run = fp8_gemm.bind(cfg, a, sa, b, sb, cupy.empty((m, n), dtype=cugemm8.api.BF16), grid=grid)
-            fns[f"{args.out_dtype} {bm}x{bn} s{cfg.stages} grid {grid}" + (" (pick)" if cfg == pick.config else "")] = run
+            name = f"{args.out_dtype} {cfg.block_m}x{cfg.block_n} s{cfg.stages} grid {grid}"
+            fns[name + (" (pick)" if cfg == pick.config else "")] = run
         for run in fns.values():
             run()
         times = timer.interleaved(fns, args.reps, rotate=True)
         base = statistics.median(next(iter(times.values())))
+        flops = 2 * m * n * k
         for name, samples in times.items():
             med = statistics.median(samples)
-            print(f"{shape} {name:36s} {med * 1e6:8.1f} us  {med / base:.3f}x bf16's pick", flush=True)
+            print(f"{shape} {name:40s} {med * 1e6:8.1f} us {flops / med / 1e12:7.0f} TFLOPS  {med / base:.3f}x bf16's pick",
+                  flush=True)
     return 0
 
 

@@ -41,6 +41,10 @@ TILE_RATES = {(128, 64): 948, (128, 96): 1093, (128, 112): 1147, (128, 128): 129
 PREFILL_EXPERT_ROWS = 256
 CONTIGUOUS_TILE_RATES = {(128, 96): 998, (128, 112): 1046, (128, 128): 1130, (128, 144): 1114, (128, 160): 1144,
                          (128, 192): 1207}
+# ... where the larger tile is taken when its estimate is within this of the fastest: at 8 experts of ~1024 rows,
+# 5120x8192, 128x192 (13 waves, the last of 9 tiles) was estimated 1.4% slower than 128x128 (18 waves) and measured
+# 1.05-1.06x faster in two sweeps and the v27 table; the dense rates keep no tie (NOTES.md v28).
+CONTIGUOUS_RATE_TIE = 0.02
 # Contiguous, small experts (PREFILL_EXPERT_ROWS to SHARE_B_ROWS rows on average), at least SHARE_B_GROUPS of them,
 # K >= SHARE_B_K, bf16 output: each expert's B serves few rows, and CTA pairs sharing it (KernelConfig.share_b) read
 # it once for two m-blocks. 128x192 pairs were the fastest tile on all 9 such shapes of two H200 sweeps (1.05x single
@@ -307,6 +311,7 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
 
     rates = prefill_rates(layout, m, num_groups)
     best = None
+    timed = []  # with rates: (estimated time, config, tiles) of each candidate
     for bm in block_ms:
         if bm > 64 and m <= 64 and layout != "contiguous":
             continue  # a 64-row block already covers M
@@ -330,9 +335,7 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
                 # Large M: the time a CTA takes for its waves of tiles at each tile's measured rate. Waves first
                 # had taken 256x112 (4 waves) over 128x128 (7 waves of half the work) at 2048x7168x16384: 1.39x
                 # the time (NOTES.md v25).
-                score = (waves * bm * bn / rates[bm, bn], -(bm * bn), -bn)
-                if best is None or score < best[0]:
-                    best = (score, config, tiles)
+                timed.append((waves * bm * bn / rates[bm, bn], config, tiles))
                 continue
             # Otherwise, in order (each step measured on the H200 sweep, NOTES.md v5):
             # 1. fewer waves; 2. a fuller last wave, any wave FULL_WAVE full counting as full;
@@ -343,6 +346,11 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
             score = (waves, -min(last, math.ceil(FULL_WAVE * num_sms)), waste, -(bm * bn), bn < 32, bm != 128, -bn)
             if best is None or score < best[0]:
                 best = (score, config, tiles)
+    if timed:  # the largest tile (then the widest) among those estimated within the tie of the fastest
+        tie = CONTIGUOUS_RATE_TIE if rates is CONTIGUOUS_TILE_RATES else 0.0
+        fastest = min(est for est, _, _ in timed)
+        best = min((((-(c.block_m * c.block_n), -c.block_n, est), c, t) for est, c, t in timed
+                    if est <= fastest * (1 + tie)), key=lambda x: x[0])
     assert best is not None
     config, tiles = best[1], best[2]
     if layout == "contiguous" and not fp8 and rates is CONTIGUOUS_TILE_RATES and shares_b(m, k, num_groups):

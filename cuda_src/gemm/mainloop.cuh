@@ -109,6 +109,9 @@ struct MainLoop {
 
     // One 128-deep k-block (in stage `st`) of slab `w` into `d`: issued and committed, not waited for.
     __device__ __forceinline__ void issue_mma(float (&d)[kFrag], uint32_t w, uint32_t st) const {
+#ifdef CG8_PROBE_NO_MMA  // benchmarks.ablation_probe only: the loop waits for and releases its stages, no MMAs
+        return;
+#endif
 #pragma unroll
         for (uint32_t i = 0; i < kFrag; ++i) fence_operand(d[i]);
         wgmma_fence();
@@ -127,6 +130,10 @@ struct MainLoop {
                                             Boundary boundary) const {
 #pragma unroll
         for (uint32_t i = 0; i < kFrag; ++i) fence_operand(d[i]);
+#ifdef CG8_PROBE_NO_PROMOTE  // benchmarks.ablation_probe only: one product kept, so the MMAs stay needed
+        f[0] += sc[0] * d[0];
+        return;
+#endif
 #pragma unroll
         for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) {
             const bool first = !Cfg::kMayStraddle || i * 8 < boundary;

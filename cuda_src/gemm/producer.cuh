@@ -43,6 +43,12 @@ struct Producer {
             for (uint32_t kb = kRanged ? t.kb_begin() : 0u; kb < kb_end; ++kb) {
                 mbar_wait(&sm.empty[ring.stage], ring.phase ^ 1);
                 uint64_t* bar = &sm.full[ring.stage];
+#ifdef CG8_PROBE_NO_LOADS  // benchmarks.ablation_probe only: the stage is declared full with nothing loaded
+                mbar_arrive(bar);
+                ring.advance();
+                after_load();
+                continue;
+#endif
                 mbar_arrive_expect_tx(bar, tx_bytes);
                 const uint32_t half = cta_rank * Cfg::kMulticastRows;  // this CTA's share of the A rows
                 if constexpr (Cfg::kMulticast > 1 && !Cfg::kShareB) {

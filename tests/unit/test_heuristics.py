@@ -140,15 +140,16 @@ def test_prefill_against_measured_sweep():
 
 def test_uneven_experts_against_measured_sweep():
     """Contiguous, experts of 0.5-1.5 x 256 or 1024 rows (bench/results/v27 tune-uneven: 128- and 256-row tiles, and
-    128x160 and 128x192 pairs sharing B): tiles ranked by CONTIGUOUS_TILE_RATES (from v26's sweep), pairs sharing B
-    where shares_b holds; within 6% of the best tile on every shape and 1% on average. The waves-first rule's
-    128x128 was up to 1.15x the best there (v26)."""
+    128x160 and 128x192 pairs sharing B): tiles ranked by CONTIGUOUS_TILE_RATES (from v26's sweep) with the larger tile
+    taken within CONTIGUOUS_RATE_TIE, pairs sharing B where shares_b holds; within 4% of the best tile on every shape
+    and 1% on average (6% at worst without the tie: 128x128 at 8 experts of ~1024 rows, 5120x8192). The waves-first
+    rule's 128x128 was up to 1.15x the best there (v26)."""
     import math
 
     results = _sweep("tune-uneven", "v27")
     losses = _pick_losses(results, lambda r: heuristics.choose("contiguous", r["total_m"], r["n"], r["k"],
                                                                 r["groups"], 132).config, pairs=True)
-    assert max(losses) <= 1.06, losses
+    assert max(losses) <= 1.04, losses
     assert math.exp(sum(map(math.log, losses)) / len(losses)) <= 1.01
     assert heuristics.prefill_rates("contiguous", results[0]["total_m"], results[0]["groups"]) is \
         heuristics.CONTIGUOUS_TILE_RATES

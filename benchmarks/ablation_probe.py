@@ -1,0 +1,115 @@
+"""What bounds a tile's main loop: the same configuration built whole and with parts taken out, timed interleaved
+(wrong results; timing only):
+
+    python -m benchmarks.ablation_probe [--shapes 8192x4096x7168,...] [--tiles 256x128,128x128s5,256x128c2]
+                                        [--variants base,no-loads,...]
+
+Variants (probe-only macros the CUDA sources test; the library never defines them):
+- `base`;
+- `no-promote` (CG8_PROBE_NO_PROMOTE): promotion keeps one product of each slab;
+- `no-loads` (CG8_PROBE_NO_LOADS): the producer declares each stage full without loading it;
+- `mma-only`: both of those;
+- `no-mma` (CG8_PROBE_NO_MMA): no wgmma is issued, promotion runs on stale accumulators;
+- `loads-only`: no MMAs, promotion cut, so the stage ring's pace alone.
+Where `no-loads` gains, the loads pace the loop; where `no-promote` gains, the promotion is not hidden behind the
+other warpgroup's MMAs; `loads-only` and `mma-only` against `base` say whether either alone takes the time
+(NOTES.md v28). Tiles as benchmarks.tile_probe names them."""
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+from concurrent.futures import ProcessPoolExecutor
+
+from .protocol import Timer
+from .tile_probe import tile_config
+from .tune import dense_inputs
+
+VARIANTS = {"base": (), "no-promote": ("CG8_PROBE_NO_PROMOTE",), "no-loads": ("CG8_PROBE_NO_LOADS",),
+            "mma-only": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS"), "no-mma": ("CG8_PROBE_NO_MMA",),
+            "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE")}
+_defines: tuple[str, ...] = ()
+
+
+def _with_defines(render):
+    def render_probe(cfg):
+        return "".join(f"#define {name} 1\n" for name in _defines) + render(cfg)
+    return render_probe
+
+
+def _set(defines: tuple[str, ...]) -> None:
+    """Build (and load) with these macros defined from here on."""
+    global _defines
+    from . import library
+
+    lib = library.current()
+    if not _wrapped:
+        lib.wrap_render(_with_defines)
+        _wrapped.append(True)
+    _defines = defines
+    lib.forget_loaded()
+
+
+_wrapped: list[bool] = []
+
+
+def _build(job) -> int:
+    cfg, defines = job
+    from cugemm8 import fp8_gemm
+
+    _set(defines)
+    return len(fp8_gemm.build(cfg))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--shapes", default="8192x4096x7168,8192x7168x16384", help="MxNxK, comma-separated")
+    p.add_argument("--tiles", default="256x128,128x128,128x192", help="BLOCK_MxBLOCK_N[sSTAGES][c2], comma-separated")
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--reps", type=int, default=20)
+    args = p.parse_args(argv)
+
+    import cupy
+
+    import cugemm8
+    from cugemm8 import fp8_gemm, heuristics
+
+    shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes.split(",")]
+    tiles, variants = args.tiles.split(","), args.variants.split(",")
+    configs = {(m, n, k, tile): tile_config(tile, n, k, "bfloat16") for m, n, k in shapes for tile in tiles}
+    jobs = list(dict.fromkeys((cfg, VARIANTS[v]) for cfg in configs.values() for v in variants))
+    with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1),
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(_build, jobs))
+
+    timer = Timer(settle_s=0.5, warmup=3)
+    for m, n, k in shapes:
+        a, sa, b, sb = dense_inputs(m, n, k)
+        out = cupy.empty((m, n), dtype=cugemm8.api.BF16)
+        fns = {}
+        for tile in tiles:
+            cfg = configs[m, n, k, tile]
+            grid = heuristics.grid_for(cfg, -(-m // cfg.block_m) * -(-n // cfg.block_n), 132)
+            for v in variants:
+                _set(VARIANTS[v])
+                pairs = " pairs" if cfg.cluster > 1 else ""
+                fns[f"{cfg.block_m}x{cfg.block_n} s{cfg.stages}{pairs} {v}"] = fp8_gemm.bind(cfg, a, sa, b, sb, out,
+                                                                                        grid=grid)
+        _set(())
+        for run in fns.values():
+            run()
+        times = timer.interleaved(fns, args.reps, rotate=True)
+        flops = 2 * m * n * k
+        base = {}
+        for name, samples in times.items():
+            med = statistics.median(samples)
+            tile = name.rsplit(" ", 1)[0]
+            base.setdefault(tile, med)
+            print(f"{m}x{n}x{k} {name:32s} {med * 1e6:8.1f} us {flops / med / 1e12:7.0f} TFLOPS  "
+                  f"{med / base[tile]:.3f}x base", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

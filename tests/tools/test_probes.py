@@ -1,0 +1,36 @@
+"""CPU tier for the probes' tile names (benchmarks.tile_probe, benchmarks.ablation_probe): no GPU, no compiling."""
+import pytest
+
+from benchmarks import ablation_probe
+from benchmarks.tile_probe import tile_config
+from cugemm8 import heuristics
+
+
+def test_tile_names():
+    plain = tile_config("256x128", 4096, 7168, "bfloat16")
+    assert plain == heuristics.make_config("normal", 4096, 7168, 1, 256, 128)
+    assert tile_config("256x128s2", 4096, 7168, "bfloat16").stages == 2
+    pairs = tile_config("128x128s4c2", 4096, 7168, "bfloat16")
+    assert (pairs.block_m, pairs.block_n, pairs.stages, pairs.cluster) == (128, 128, 4, 2)
+    assert tile_config("128x128", 4096, 7168, "float8_e4m3").out_fp8
+
+
+def test_more_stages_than_fit_is_refused():
+    most = heuristics.make_config("normal", 4096, 7168, 1, 256, 128).stages
+    with pytest.raises(SystemExit, match=f"1 to {most} stages"):
+        tile_config(f"256x128s{most + 1}", 4096, 7168, "bfloat16")
+
+
+def test_ablation_variants_name_probe_macros_only():
+    """Every macro a variant defines is one the CUDA sources test under #ifdef, and none of them is defined by the
+    library's own render (the shipped kernels never see them)."""
+    from pathlib import Path
+
+    sources = "".join(p.read_text() for p in Path("cuda_src").rglob("*.cuh"))
+    macros = {m for defines in ablation_probe.VARIANTS.values() for m in defines}
+    assert macros == {"CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS", "CG8_PROBE_NO_MMA"}
+    for m in macros:
+        assert f"#ifdef {m}" in sources
+    render = heuristics.make_config("normal", 4096, 7168, 1, 256, 128)
+    from cugemm8 import fp8_gemm
+    assert "CG8_PROBE" not in fp8_gemm.render(render)
