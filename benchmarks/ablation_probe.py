@@ -19,11 +19,10 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import statistics
 from concurrent.futures import ProcessPoolExecutor
 
 from .protocol import Timer
-from .tile_probe import tile_config
+from .tile_probe import report, tile_config
 from .tune import dense_inputs
 
 VARIANTS = {"base": (), "no-promote": ("CG8_PROBE_NO_PROMOTE",), "no-loads": ("CG8_PROBE_NO_LOADS",),
@@ -56,10 +55,10 @@ _wrapped: list[bool] = []
 
 def _build(job) -> int:
     cfg, defines = job
-    from cugemm8 import fp8_gemm
+    from . import library
 
     _set(defines)
-    return len(fp8_gemm.build(cfg))
+    return len(library.current().build(cfg))
 
 
 def main(argv=None) -> int:
@@ -69,6 +68,10 @@ def main(argv=None) -> int:
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--reps", type=int, default=20)
     args = p.parse_args(argv)
+    tiles, variants = args.tiles.split(","), args.variants.split(",")
+    unknown = [v for v in variants if v not in VARIANTS]
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown}; expected some of {', '.join(VARIANTS)}")
 
     import cupy
 
@@ -76,7 +79,6 @@ def main(argv=None) -> int:
     from cugemm8 import fp8_gemm, heuristics
 
     shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes.split(",")]
-    tiles, variants = args.tiles.split(","), args.variants.split(",")
     configs = {(m, n, k, tile): tile_config(tile, n, k, "bfloat16") for m, n, k in shapes for tile in tiles}
     jobs = list(dict.fromkeys((cfg, VARIANTS[v]) for cfg in configs.values() for v in variants))
     with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1),
@@ -100,14 +102,8 @@ def main(argv=None) -> int:
         for run in fns.values():
             run()
         times = timer.interleaved(fns, args.reps, rotate=True)
-        flops = 2 * m * n * k
-        base = {}
-        for name, samples in times.items():
-            med = statistics.median(samples)
-            tile = name.rsplit(" ", 1)[0]
-            base.setdefault(tile, med)
-            print(f"{m}x{n}x{k} {name:32s} {med * 1e6:8.1f} us {flops / med / 1e12:7.0f} TFLOPS  "
-                  f"{med / base[tile]:.3f}x base", flush=True)
+        # Each variant against its configuration's `base` (the names are "<tile> <variant>").
+        report(f"{m}x{n}x{k}", times, 2 * m * n * k, lambda name: name.rsplit(" ", 1)[0] + " base", "base")
     return 0
 
 

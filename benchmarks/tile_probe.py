@@ -4,19 +4,21 @@
 
 For each shape: bf16's pick, then each tile (unsplit, the heuristic's stages and grid for it, or the stages a
 trailing `sN` names, at most those that fit) with the output type asked for, the pick marked. Every kernel is
-compiled first, in parallel. Prints the median µs and the time ÷ bf16's pick's; no checks of the results
+compiled first, in parallel (benchmarks.tune.compile_all). Prints the median µs and the time ÷ bf16's pick's; no checks of the results
 (the GPU tier covers every configuration). Questions the heuristic's rules do not measure: NOTES.md v24, v28."""
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import multiprocessing
 import os
+import re
 import statistics
-from concurrent.futures import ProcessPoolExecutor
 
 from .protocol import Timer
-from .tune import dense_inputs
+from .tune import compile_all, dense_inputs
+
+
+TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?(c2)?")
 
 
 def tile_config(tile: str, n: int, k: int, out_dtype: str):
@@ -24,10 +26,11 @@ def tile_config(tile: str, n: int, k: int, out_dtype: str):
     multicast) for the normal layout at N, K."""
     from cugemm8 import heuristics
 
-    tile, pairs = (tile[:-2], 2) if tile.endswith("c2") else (tile, 1)
-    dims, _, stages = tile.partition("s")
-    bm, bn = (int(v) for v in dims.split("x"))
-    cfg = heuristics.make_config("normal", n, k, 1, bm, bn, cluster=pairs, out_format=out_dtype)
+    match = TILE.fullmatch(tile)
+    if match is None:
+        raise SystemExit(f"tile {tile!r}: expected BMxBN[sSTAGES][c2], e.g. 256x128 or 128x128s4c2")
+    bm, bn, stages, pairs = int(match[1]), int(match[2]), match[3], match[4]
+    cfg = heuristics.make_config("normal", n, k, 1, bm, bn, cluster=2 if pairs else 1, out_format=out_dtype)
     if stages:
         if not 1 <= int(stages) <= cfg.stages:
             raise SystemExit(f"{tile}: {bm}x{bn} holds 1 to {cfg.stages} stages at K={k}")
@@ -35,10 +38,13 @@ def tile_config(tile: str, n: int, k: int, out_dtype: str):
     return cfg
 
 
-def _build(cfg) -> int:
-    from cugemm8 import fp8_gemm
-
-    return len(fp8_gemm.build(cfg))
+def report(shape: str, times: dict, flops: int, base_of, unit: str) -> None:
+    """One line per timed callable: median µs, TFLOPS, and its time over base_of(name)'s median (`unit` names it)."""
+    medians = {name: statistics.median(samples) for name, samples in times.items()}
+    width = max(map(len, medians))
+    for name, med in medians.items():
+        print(f"{shape} {name:{width}s} {med * 1e6:8.1f} us {flops / med / 1e12:7.0f} TFLOPS  "
+              f"{med / medians[base_of(name)]:.3f}x {unit}", flush=True)
 
 
 def main(argv=None) -> int:
@@ -58,15 +64,13 @@ def main(argv=None) -> int:
     tiles = args.tiles.split(",")
     configs = {(m, n, k, tile): tile_config(tile, n, k, args.out_dtype) for m, n, k in shapes for tile in tiles}
     picks = {(m, n, k): heuristics.choose("normal", m, n, k, 1, 132) for m, n, k in shapes}
-    todo = list(dict.fromkeys([*configs.values(), *(plan.config for plan in picks.values())]))
-    with ProcessPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1),
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
-        list(pool.map(_build, todo))
+    errors = compile_all([*configs.values(), *(plan.config for plan in picks.values())], os.cpu_count() or 1)
+    if errors:
+        raise SystemExit(f"compile errors: {errors}")
 
     fp8 = args.out_dtype != "bfloat16"
     timer = Timer(settle_s=0.5, warmup=3)
     for m, n, k in shapes:
-        shape = f"{m}x{n}x{k}"
         a, sa, b, sb = dense_inputs(m, n, k)
         bf16 = picks[m, n, k]
         fns = {f"bf16 pick {bf16.config.block_m}x{bf16.config.block_n} s{bf16.config.stages}": fp8_gemm.bind(
@@ -80,17 +84,14 @@ def main(argv=None) -> int:
                 run = fp8_gemm.bind(cfg, a, sa, b, sb, out, out_scale=cugemm8.empty_scale((m, -(-n // 128))), grid=grid)
             else:
                 run = fp8_gemm.bind(cfg, a, sa, b, sb, cupy.empty((m, n), dtype=cugemm8.api.BF16), grid=grid)
-            name = f"{args.out_dtype} {cfg.block_m}x{cfg.block_n} s{cfg.stages} grid {grid}"
+            pairs = " pairs" if cfg.cluster > 1 else ""
+            name = f"{args.out_dtype} {cfg.block_m}x{cfg.block_n} s{cfg.stages}{pairs} grid {grid}"
             fns[name + (" (pick)" if cfg == pick.config else "")] = run
         for run in fns.values():
             run()
         times = timer.interleaved(fns, args.reps, rotate=True)
-        base = statistics.median(next(iter(times.values())))
-        flops = 2 * m * n * k
-        for name, samples in times.items():
-            med = statistics.median(samples)
-            print(f"{shape} {name:40s} {med * 1e6:8.1f} us {flops / med / 1e12:7.0f} TFLOPS  {med / base:.3f}x bf16's pick",
-                  flush=True)
+        first = next(iter(times))
+        report(f"{m}x{n}x{k}", times, 2 * m * n * k, lambda name: first, "bf16's pick")
     return 0
 
 

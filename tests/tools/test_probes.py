@@ -15,6 +15,22 @@ def test_tile_names():
     assert tile_config("128x128", 4096, 7168, "float8_e4m3").out_fp8
 
 
+@pytest.mark.parametrize("tile", ["256", "256x", "256x128s", "256x128c3", "x128", "256x128 "])
+def test_malformed_tile_names_are_refused(tile):
+    with pytest.raises(SystemExit, match="expected BMxBN"):
+        tile_config(tile, 4096, 7168, "bfloat16")
+
+
+def test_report_lines(capsys):
+    from benchmarks.tile_probe import report
+
+    times = {"256x128 s3 base": [2e-6, 2e-6, 2e-6], "256x128 s3 no-loads": [1e-6, 1e-6, 1e-6]}
+    report("8x8x8", times, 8_000_000, lambda name: name.rsplit(" ", 1)[0] + " base", "base")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[-2:] == ["1.000x", "base"] and lines[1].split()[-2:] == ["0.500x", "base"]
+    assert "2.0 us" in lines[0] and "8 TFLOPS" in lines[1]
+
+
 def test_more_stages_than_fit_is_refused():
     most = heuristics.make_config("normal", 4096, 7168, 1, 256, 128).stages
     with pytest.raises(SystemExit, match=f"1 to {most} stages"):
@@ -34,3 +50,8 @@ def test_ablation_variants_name_probe_macros_only():
     render = heuristics.make_config("normal", 4096, 7168, 1, 256, 128)
     from cugemm8 import fp8_gemm
     assert "CG8_PROBE" not in fp8_gemm.render(render)
+
+
+def test_unknown_variants_are_refused():
+    with pytest.raises(SystemExit, match="unknown variants"):
+        ablation_probe.main(["--variants", "base,no-lods"])
