@@ -131,19 +131,27 @@ def bench_shape(env: Env, shape: Shape, reps: int) -> dict:
 
 
 def bench_quantizer(env: Env, reps: int, copy_bytes_per_s: float | None) -> list[dict]:
-    """Each standalone quantizer on bf16 input: bytes read + written per second, against the copy."""
-    cg = env.cg
+    """Each standalone quantizer on bf16 input: bytes read + written per second, against the 1 GiB copy's rate and
+    against a device-to-device copy moving as many bytes, timed interleaved with it (the same launch and the same
+    dirty L2 after the protocol's flush: a copy of 88 MB moves ~0.8 of the 1 GiB copy's rate, NOTES.md v29)."""
+    cg, cp = env.cg, env.cp
     rows = []
     for kind, shapes, fn, scale_rows in (("per_token", QUANT_SHAPES, cg.per_token_cast_to_fp8, 1),
                                          ("per_block", BLOCK_QUANT_SHAPES, cg.per_block_cast_to_fp8, 128)):
         for m, n in shapes:
             x = env.randn((m, n)).astype(cg.api.BF16)
-            t = statistics.median(env.timer.samples(lambda: fn(x), reps))
             nbytes = m * n * 2 + m * n + -(-m // scale_rows) * (-(-n // 128)) * 4
+            src = cp.ones(nbytes // 2, dtype=cp.uint8)
+            dst = cp.zeros_like(src)
+            samples = env.timer.interleaved(
+                {"quantizer": lambda: fn(x),
+                 "copy": lambda: dst.data.copy_from_device_async(src.data, src.size, stream=env.stream)}, reps)
+            t, t_copy = statistics.median(samples["quantizer"]), statistics.median(samples["copy"])
             rows.append({"quantizer": kind, "m": m, "n": n, "dtype": "bfloat16", "median_s": t, "bytes": nbytes,
                          "bytes_per_s": nbytes / t,
-                         "fraction_of_copy": nbytes / t / copy_bytes_per_s if copy_bytes_per_s else None})
-            del x
+                         "fraction_of_copy": nbytes / t / copy_bytes_per_s if copy_bytes_per_s else None,
+                         "same_size_copy_s": t_copy, "fraction_of_same_size_copy": t_copy / t})
+            del x, src, dst
             env.free()
     return rows
 
@@ -157,7 +165,8 @@ def run_fp8_out(env: Env, args) -> dict:
     for r in quant:
         frac = f"{r['fraction_of_copy']:.2f}" if r["fraction_of_copy"] else "-"
         print(f"  {r['quantizer']}_cast_to_fp8 bf16 [{r['m']}, {r['n']}]: {r['median_s'] * 1e6:8.1f} us "
-              f"{r['bytes_per_s'] / 1e12:.2f} TB/s  fraction of copy {frac}")
+              f"{r['bytes_per_s'] / 1e12:.2f} TB/s  fraction of the 1 GiB copy {frac}; same-size copy "
+              f"{r['same_size_copy_s'] * 1e6:.1f} us, fraction {r['fraction_of_same_size_copy']:.2f}")
     shapes = [s for s in shapes_for("dense", args.quick) if s.m in (64, 128, 4096)]
     shapes += list(shapes_for("contiguous", args.quick)) + list(shapes_for("masked", args.quick))
     rows = []
@@ -180,6 +189,8 @@ def run_fp8_out(env: Env, args) -> dict:
                "fused_error_not_above_unfused": all(r["fused_error"] <= r["unfused_error"] for r in ok),
                "per_token_fraction_of_copy_over_64MiB": min(
                    ((r["fraction_of_copy"] or 0) for r in quant if r["quantizer"] == "per_token" and r["bytes"] >= 64 << 20),
-                   default=None)}
+                   default=None),
+               "quantizers_fraction_of_same_size_copy_over_64MiB": min(
+                   (r["fraction_of_same_size_copy"] for r in quant if r["bytes"] >= 64 << 20), default=None)}
     print("summary: " + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in summary.items()))
     return {"floor": floor, "quantizer": quant, "rows": rows, "summary": summary}

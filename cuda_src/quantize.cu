@@ -73,9 +73,6 @@ extern "C" __global__ void per_token_cast_to_fp8(const void* __restrict__ x, int
     }
 }
 
-// The same for cols % 8 == 0 (rows then start on 16-byte boundaries of a 16-bit input, 32 of a float32 one)
-// and fewer than 2^31 tiles: 16 lanes per 1x128 tile, each loading 8 consecutive elements at once and storing
-// their 8 bytes, three tiles per half-warp in flight. Same results as per_token_cast_to_fp8.
 // 8 consecutive elements as raw 16-byte words (one for 16-bit inputs, two for float32), and as floats.
 template <int kInKind>
 struct Raw8 {
@@ -122,74 +119,104 @@ __device__ __forceinline__ void load8(const void* x, long long i, float (&v)[8])
     unpack8<kInKind>(load_raw8<kInKind>(x, i), v);
 }
 
+// per_token_cast_to_fp8 for cols % 8 == 0 (rows start on 16-byte boundaries of a 16-bit input, 32 of a float32
+// one) and fewer than 2^31 tiles. A quad of lanes takes a 1x128 tile, a warp 8 consecutive tiles: load j of lane p
+// of the quad reads 8 elements, chunk p + 4j of the tile, so that each load instruction of the warp reads 8 runs of
+// 64 bytes (whole 32-byte sectors) and each store writes 8 runs of 32. A tile's amax then takes two shuffles and
+// its scale one division per lane, where a tile per half-warp took four shuffles and a division per 16 bytes
+// loaded (NOTES.md v29). kBatches tiles per quad are loaded before any is used. Same results as
+// per_token_cast_to_fp8.
+#ifndef CG8_TOKEN_BATCHES  // probes may set it
+#define CG8_TOKEN_BATCHES 1
+#endif
+
 template <int kInKind>
 __device__ __forceinline__ void per_token_vec(const void* __restrict__ x, unsigned char* __restrict__ q,
                                               float* __restrict__ scale, unsigned int rows, int cols, int kblocks,
                                               int ue8m0) {
-    constexpr int kTiles = 3;  // tiles in flight per half-warp
-    const int sub = threadIdx.x & 15;  // lane within the half-warp
-    // 32-bit tile indices (the host sends more than 2^31 tiles to the scalar kernel): a 64-bit division per
-    // tile held the kernel to ~60% of the copy bandwidth.
+    constexpr int kLoads = 4, kBatches = CG8_TOKEN_BATCHES;  // 16 chunks of 8 a tile, 4 a lane
+    const unsigned int part = threadIdx.x & 3;
+    // 32-bit tile indices (the host sends more than 2^31 tiles to the scalar kernel): 64-bit division per tile
+    // held an earlier kernel to ~60% of the copy bandwidth.
     const unsigned int num_tiles = rows * static_cast<unsigned int>(kblocks);
-    const unsigned int thread = blockIdx.x * blockDim.x + threadIdx.x;
-    const unsigned int step = (gridDim.x * blockDim.x) >> 4;  // half-warps in the grid
-    // Each warp takes tiles w0, w0 + 1 (its halves) and those plus `step`, 2 * step, ...; the loop is
-    // warp-uniform (the shuffles span the warp).
-    for (unsigned int w0 = (thread >> 5) * 2; w0 < num_tiles; w0 += kTiles * step) {
-        float v[kTiles][8], amax[kTiles];
-        long long at[kTiles];
-        bool live[kTiles];  // this thread's 8 elements exist (cols % 8 == 0: all of them or none)
-        unsigned int tile[kTiles];
+    const unsigned int quad = (blockIdx.x * blockDim.x + threadIdx.x) >> 2;
+    const unsigned int quads = (gridDim.x * blockDim.x) >> 2;
+    // Quad i takes tiles i, i + quads, i + 2 quads, ...; the loop is warp-uniform (the shuffles span the warp).
+    for (unsigned int t0 = quad & ~7u; t0 < num_tiles; t0 += kBatches * quads) {
+        Raw8<kInKind> raw[kBatches][kLoads];
+        long long at[kBatches];   // the tile's first element
+        int ncols[kBatches];      // its valid columns past this lane's first chunk (<= 0: none)
 #pragma unroll
-        for (int u = 0; u < kTiles; ++u) {
-            tile[u] = w0 + ((thread >> 4) & 1u) + u * step;
-            const bool exists = tile[u] < num_tiles;
-            const unsigned int row = exists ? tile[u] / kblocks : 0u;
-            const int col = static_cast<int>((exists ? tile[u] : 0u) - row * kblocks) * 128 + sub * 8;
-            at[u] = static_cast<long long>(row) * cols + col;
-            live[u] = exists && col < cols;
-            amax[u] = 0.0f;
-            if (live[u]) {
-                load8<kInKind>(x, at[u], v[u]);
-            } else {
+        for (int b = 0; b < kBatches; ++b) {
+            const unsigned int tile = t0 + (quad & 7u) + b * quads;
+            const bool exists = tile < num_tiles;
+            const unsigned int row = exists ? tile / kblocks : 0u;
+            const int col = static_cast<int>((exists ? tile : 0u) - row * kblocks) * 128;
+            at[b] = static_cast<long long>(row) * cols + col;
+            ncols[b] = exists ? cols - col - static_cast<int>(part) * 8 : 0;
 #pragma unroll
-                for (int j = 0; j < 8; ++j) v[u][j] = 0.0f;
+            for (int j = 0; j < kLoads; ++j) {
+                if (32 * j < ncols[b]) {
+                    raw[b][j] = load_raw8<kInKind>(x, at[b] + (part + 4 * j) * 8);
+                } else {
+#pragma unroll
+                    for (int w = 0; w < (kInKind == 0 ? 2 : 1); ++w) raw[b][j].w[w] = make_uint4(0u, 0u, 0u, 0u);
+                }
             }
-#pragma unroll
-            for (int j = 0; j < 8; ++j) amax[u] = fmaxf(amax[u], fabsf(v[u][j]));
         }
 #pragma unroll
-        for (int u = 0; u < kTiles; ++u) {
+        for (int b = 0; b < kBatches; ++b) {
+            float a0 = 0.0f, a1 = 0.0f;  // two chains, for latency
 #pragma unroll
-            for (int offset = 8; offset > 0; offset >>= 1)
-                amax[u] = fmaxf(amax[u], __shfl_xor_sync(0xffffffffu, amax[u], offset));
-            float s, inv;
-            scale_of(fmaxf(amax[u], 1e-4f), ue8m0, s, inv);
-            if (live[u]) {
-                unsigned int packed[2];
+            for (int j = 0; j < kLoads; ++j) {
+                float v[8];
+                unpack8<kInKind>(raw[b][j], v);
 #pragma unroll
-                for (int j = 0; j < 2; ++j) {
-                    const unsigned int lo = cg8::f32x2_to_e4m3x2_sat(__fmul_rn(v[u][4 * j], inv),
-                                                                     __fmul_rn(v[u][4 * j + 1], inv));
-                    const unsigned int hi = cg8::f32x2_to_e4m3x2_sat(__fmul_rn(v[u][4 * j + 2], inv),
-                                                                     __fmul_rn(v[u][4 * j + 3], inv));
-                    packed[j] = lo | (hi << 16);
-                }
-                *reinterpret_cast<uint2*>(q + at[u]) = make_uint2(packed[0], packed[1]);
+                for (int e = 0; e < 8; e += 2) a0 = fmaxf(a0, fabsf(v[e])), a1 = fmaxf(a1, fabsf(v[e + 1]));
             }
-            if (tile[u] < num_tiles && sub == 0) scale[tile[u]] = s;
+            float amax = fmaxf(a0, a1);
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+            amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+            float s, inv;
+            scale_of(fmaxf(amax, 1e-4f), ue8m0, s, inv);
+#pragma unroll
+            for (int j = 0; j < kLoads; ++j) {
+                if (32 * j < ncols[b]) {
+                    float v[8];
+                    unpack8<kInKind>(raw[b][j], v);
+                    unsigned int packed[2];
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const unsigned int lo = cg8::f32x2_to_e4m3x2_sat(__fmul_rn(v[4 * h], inv),
+                                                                         __fmul_rn(v[4 * h + 1], inv));
+                        const unsigned int hi = cg8::f32x2_to_e4m3x2_sat(__fmul_rn(v[4 * h + 2], inv),
+                                                                         __fmul_rn(v[4 * h + 3], inv));
+                        packed[h] = lo | (hi << 16);
+                    }
+                    *reinterpret_cast<uint2*>(q + at[b] + (part + 4 * j) * 8) = make_uint2(packed[0], packed[1]);
+                }
+            }
+            const unsigned int tile = t0 + (quad & 7u) + b * quads;
+            if (tile < num_tiles && part == 0) scale[tile] = s;
         }
     }
 }
 
-// 256 threads, at most 64 registers: 4 CTAs (32 warps) resident per SM; launched as that many per SM.
-extern "C" __global__ void __launch_bounds__(256, 4) per_token_cast_to_fp8_vec(const void* __restrict__ x, int in_kind,
-                                                     unsigned char* __restrict__ q, float* __restrict__ scale,
-                                                     unsigned int rows, int cols, int kblocks, int ue8m0) {
-    if (in_kind == 0) per_token_vec<0>(x, q, scale, rows, cols, kblocks, ue8m0);
-    else if (in_kind == 1) per_token_vec<1>(x, q, scale, rows, cols, kblocks, ue8m0);
-    else per_token_vec<2>(x, q, scale, rows, cols, kblocks, ue8m0);
-}
+// 256 threads, at most 64 registers: CG8_TOKEN_CTAS (4: 32 warps) resident per SM, launched as that many per SM
+// (cugemm8/quantize.py). One kernel per input kind (0 float32, 1 float16, 2 bfloat16), each allocated its own
+// registers.
+#ifndef CG8_TOKEN_CTAS  // probes may set it
+#define CG8_TOKEN_CTAS 4
+#endif
+#define CG8_PER_TOKEN_VEC(kind)                                                                                    \
+    extern "C" __global__ void __launch_bounds__(256, CG8_TOKEN_CTAS) per_token_cast_to_fp8_vec##kind(                         \
+        const void* __restrict__ x, int, unsigned char* __restrict__ q, float* __restrict__ scale,                 \
+        unsigned int rows, int cols, int kblocks, int ue8m0) {                                                     \
+        per_token_vec<kind>(x, q, scale, rows, cols, kblocks, ue8m0);                                              \
+    }
+CG8_PER_TOKEN_VEC(0)
+CG8_PER_TOKEN_VEC(1)
+CG8_PER_TOKEN_VEC(2)
 
 // One CTA per 128x128 tile of a row-major [groups, rows, cols] input; grid (kblocks, nblocks, groups).
 // q: same shape as the input; scale: [groups, nblocks, kblocks] row-major. blockDim.x: 32 * (1..32).

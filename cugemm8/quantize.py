@@ -101,9 +101,9 @@ def per_token_cast_to_fp8(x, scale_format: str = "float32") -> "tuple[cupy.ndarr
         scale = cupy.empty(x.shape[:-1] + (kb,), dtype=cupy.float32)
         tiles = rows * kb
         if tiles:
-            if k % 8 == 0 and tiles < 2**31:  # 16-byte loads, 32-bit tile indices: a tile per half-warp
-                grid = min(_ceil_div(tiles, 16 * 3), 4 * _sm_count(device))  # one resident wave
-                _kernel("per_token_cast_to_fp8_vec")((grid,), (256,), (
+            if k % 8 == 0 and tiles < 2**31:  # 16-byte loads, 32-bit tile indices: a tile per quad of lanes
+                grid = min(_ceil_div(tiles, 64), 4 * _sm_count(device))  # one resident wave at most
+                _kernel(f"per_token_cast_to_fp8_vec{kind}")((grid,), (256,), (
                     x, np.int32(kind), q, scale, np.uint32(rows), np.int32(k), np.int32(kb), np.int32(ue8m0)))
             else:
                 warps_per_block = 8

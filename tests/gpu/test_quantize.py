@@ -49,6 +49,14 @@ def test_per_token_bitwise(shape, dtype, scale_format):
                 per_token_cast_to_fp8_numpy(x, scale_format))
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_per_token_many_batches(dtype):
+    # More tiles than the resident half-warps hold in one batch (132 SMs: 8448 half-warps, up to 6 tiles each),
+    # a partial last tile and rows of all-zero tiles: every batch, live or not, on the vectorized kernel.
+    x = random_input(7, (1030, 8200), dtype)
+    assert_same(per_token_cast_to_fp8(cupy.asarray(x)), per_token_cast_to_fp8_numpy(x))
+
+
 @pytest.mark.parametrize("scale_format", ["float32", "ue8m0"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape", SHAPES_2D + SHAPES_3D, ids=str)

@@ -1,4 +1,4 @@
-"""CPU tier for the probes' tile names (benchmarks.tile_probe, benchmarks.ablation_probe): no GPU, no compiling."""
+"""CPU tier for the probes' arguments (benchmarks.tile_probe, ablation_probe, stream_probe): no GPU, no compiling."""
 import pytest
 
 from benchmarks import ablation_probe
@@ -55,3 +55,21 @@ def test_ablation_variants_name_probe_macros_only():
 def test_unknown_variants_are_refused():
     with pytest.raises(SystemExit, match="unknown variants"):
         ablation_probe.main(["--variants", "base,no-lods"])
+
+
+@pytest.mark.parametrize("argv", [["--token-variants", "1x4,2"], ["--sizes", "4096"], ["--token-variants", "1xa"]])
+def test_stream_probe_malformed_arguments_are_refused(argv):
+    from benchmarks import stream_probe
+
+    with pytest.raises(SystemExit, match="--token-variants BxC"):
+        stream_probe.main(argv)
+
+
+def test_stream_probe_macros_default_to_the_library_kernel():
+    """The quantizer's probe macros keep the shipped values unless a probe sets them, and the host launches as many
+    CTAs per SM as the kernel's bounds allow."""
+    from pathlib import Path
+
+    source = Path("cuda_src/quantize.cu").read_text()
+    assert "#define CG8_TOKEN_BATCHES 1\n" in source and "#define CG8_TOKEN_CTAS 4\n" in source
+    assert "4 * _sm_count(device)" in Path("cugemm8/quantize.py").read_text()
