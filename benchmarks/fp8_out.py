@@ -18,6 +18,7 @@ from .shapes import MASKED_MAX_M, Shape, contiguous_m_indices, draw_masked_m, ge
 
 QUANT_SHAPES = ((4096, 7168), (4096, 24576), (16384, 7168), (128, 7168))   # [M, N] bf16 inputs, per token
 BLOCK_QUANT_SHAPES = ((7168, 16384), (24576, 1536), (4096, 7168))          # [N, K] bf16 weights, per block
+TRANSPOSED_QUANT_SHAPES = ((7168, 4096), (7168, 16384), (2048, 8192))      # [C, T]: activations y [T, C] as yᵀ
 
 
 def _dequant(cp, q, s, cols):
@@ -133,25 +134,35 @@ def bench_shape(env: Env, shape: Shape, reps: int) -> dict:
 def bench_quantizer(env: Env, reps: int, copy_bytes_per_s: float | None) -> list[dict]:
     """Each standalone quantizer on bf16 input: bytes read + written per second, against the 1 GiB copy's rate and
     against a device-to-device copy moving as many bytes, timed interleaved with it (the same launch and the same
-    dirty L2 after the protocol's flush: a copy of 88 MB moves ~0.8 of the 1 GiB copy's rate, NOTES.md v29)."""
+    dirty L2 after the protocol's flush: a copy of 88 MB moves ~0.8 of the 1 GiB copy's rate, NOTES.md v29).
+    `per_token_transposed` quantizes yᵀ for row-major activations y [T, C] (the weight gradient's operands) in
+    one pass, timed also against the copy of yᵀ followed by the quantizer (`copy_then_quantize_s`)."""
     cg, cp = env.cg, env.cp
     rows = []
-    for kind, shapes, fn, scale_rows in (("per_token", QUANT_SHAPES, cg.per_token_cast_to_fp8, 1),
-                                         ("per_block", BLOCK_QUANT_SHAPES, cg.per_block_cast_to_fp8, 128)):
-        for m, n in shapes:
-            x = env.randn((m, n)).astype(cg.api.BF16)
+    kinds = (("per_token", QUANT_SHAPES, cg.per_token_cast_to_fp8, 1, False),
+             ("per_block", BLOCK_QUANT_SHAPES, cg.per_block_cast_to_fp8, 128, False),
+             ("per_token_transposed", TRANSPOSED_QUANT_SHAPES, cg.per_token_cast_to_fp8, 1, True))
+    for kind, shapes, fn, scale_rows, transposed in kinds:
+        for m, n in shapes:   # the quantized matrix's [M, N]; transposed: y is [N, M]
+            y = env.randn((n, m) if transposed else (m, n)).astype(cg.api.BF16)
+            x = y.T if transposed else y
             nbytes = m * n * 2 + m * n + -(-m // scale_rows) * (-(-n // 128)) * 4
             src = cp.ones(nbytes // 2, dtype=cp.uint8)
             dst = cp.zeros_like(src)
-            samples = env.timer.interleaved(
-                {"quantizer": lambda: fn(x),
-                 "copy": lambda: dst.data.copy_from_device_async(src.data, src.size, stream=env.stream)}, reps)
+            fns = {"quantizer": lambda: fn(x),
+                   "copy": lambda: dst.data.copy_from_device_async(src.data, src.size, stream=env.stream)}
+            if transposed:
+                fns["copy_then_quantize"] = lambda: fn(cp.ascontiguousarray(x))
+            samples = env.timer.interleaved(fns, reps)
             t, t_copy = statistics.median(samples["quantizer"]), statistics.median(samples["copy"])
-            rows.append({"quantizer": kind, "m": m, "n": n, "dtype": "bfloat16", "median_s": t, "bytes": nbytes,
-                         "bytes_per_s": nbytes / t,
-                         "fraction_of_copy": nbytes / t / copy_bytes_per_s if copy_bytes_per_s else None,
-                         "same_size_copy_s": t_copy, "fraction_of_same_size_copy": t_copy / t})
-            del x, src, dst
+            row = {"quantizer": kind, "m": m, "n": n, "dtype": "bfloat16", "median_s": t, "bytes": nbytes,
+                   "bytes_per_s": nbytes / t,
+                   "fraction_of_copy": nbytes / t / copy_bytes_per_s if copy_bytes_per_s else None,
+                   "same_size_copy_s": t_copy, "fraction_of_same_size_copy": t_copy / t}
+            if transposed:
+                row["copy_then_quantize_s"] = statistics.median(samples["copy_then_quantize"])
+            rows.append(row)
+            del x, y, src, dst
             env.free()
     return rows
 
@@ -166,7 +177,8 @@ def run_fp8_out(env: Env, args) -> dict:
         frac = f"{r['fraction_of_copy']:.2f}" if r["fraction_of_copy"] else "-"
         print(f"  {r['quantizer']}_cast_to_fp8 bf16 [{r['m']}, {r['n']}]: {r['median_s'] * 1e6:8.1f} us "
               f"{r['bytes_per_s'] / 1e12:.2f} TB/s  fraction of the 1 GiB copy {frac}; same-size copy "
-              f"{r['same_size_copy_s'] * 1e6:.1f} us, fraction {r['fraction_of_same_size_copy']:.2f}")
+              f"{r['same_size_copy_s'] * 1e6:.1f} us, fraction {r['fraction_of_same_size_copy']:.2f}"
+              + (f"; copy, then quantize {r['copy_then_quantize_s'] * 1e6:.1f} us" if "copy_then_quantize_s" in r else ""))
     shapes = [s for s in shapes_for("dense", args.quick) if s.m in (64, 128, 4096)]
     shapes += list(shapes_for("contiguous", args.quick)) + list(shapes_for("masked", args.quick))
     rows = []

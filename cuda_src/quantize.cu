@@ -336,3 +336,127 @@ __device__ __forceinline__ void per_block_vec(const void* __restrict__ x, unsign
 CG8_PER_BLOCK_VEC(0)
 CG8_PER_BLOCK_VEC(1)
 CG8_PER_BLOCK_VEC(2)
+
+// per_token_cast_to_fp8 of a transposed matrix, in one pass: the input is the row-major x[G][T][C], the result
+// that of its transpose xᵀ[G][C][T] quantized along T (a weight gradient's operands are quantized along the
+// tokens, which activations keep as rows). q[G][C][T], scale[G][C][ceil(T/128)].
+// A CTA takes 128 rows of x (one 1x128 tile of each output row) by kCols columns, 256 bytes of each row:
+// - each thread loads 8 elements of 8 rows (16-bit input) or 4 (float32), all loads first, and stores them as they
+//   are into shared memory (row-major: a warp's stores fill whole rows);
+// - warp w then takes rows 16w .. 16w + 15 of the tile and lane l its 8 bytes of each (4 or 2 columns): loads of
+//   whole rows, no bank conflict; the columns' amax over the 8 warps through shared memory;
+// - each thread converts its 16 values of each column to 16 bytes of output row c, into an output tile (rows of
+//   128 bytes, 16-byte chunks placed by chunk ^ (l % 8): no bank conflict), which leaves by whole 128-byte rows.
+// Rows beyond T and columns beyond C are left out. For C % 8 == 0 and T % 16 == 0 (whole 16-byte loads and
+// stores). Grid (ceil(T/128), ceil(C/kCols), G), 256 threads: CTAs launched together write adjacent runs of the
+// same output rows. Same results as per_token_cast_to_fp8 of the transpose. (A thread per column with 16-byte
+// stores of its own: 0.59 of a same-size copy, L2-bound on a store request per 16 bytes, NOTES.md v29.)
+template <int kInKind> struct TileElem { using type = unsigned short; };  // 16-bit inputs: their raw bits
+template <> struct TileElem<0> { using type = float; };
+
+// Element j (of 8 / sizeof(Elem)) of an 8-byte word as a float. The bfloat16 one's bit operation is opaque
+// (volatile), so that ptxas does not keep all of a thread's values as floats between their two uses: that took 114
+// registers, two CTAs an SM.
+template <int kInKind>
+__device__ __forceinline__ float word_elem(uint2 w, int j) {
+    const unsigned int half = j < (kInKind == 0 ? 1 : 2) ? w.x : w.y;
+    if constexpr (kInKind == 0) {
+        return __uint_as_float(half);
+    } else if constexpr (kInKind == 2) {
+        unsigned int f;
+        if (j % 2 == 0) asm volatile("shl.b32 %0, %1, 16;" : "=r"(f) : "r"(half));
+        else asm volatile("and.b32 %0, %1, 0xFFFF0000;" : "=r"(f) : "r"(half));
+        return __uint_as_float(f);
+    } else {
+        return cg8::f16_bits_to_f32(static_cast<unsigned short>(j % 2 == 0 ? half & 0xFFFFu : half >> 16));
+    }
+}
+
+template <int kInKind>
+__device__ __forceinline__ void per_token_t_vec(const void* __restrict__ x, unsigned char* __restrict__ q,
+                                                float* __restrict__ scale, int rows, int cols, int ue8m0) {
+    using Elem = typename TileElem<kInKind>::type;
+    constexpr int kCols = 256 / sizeof(Elem);                          // a tile row: 256 bytes of x
+    constexpr int kRowThreads = kCols / 8, kStep = 256 / kRowThreads;  // 8 elements a load (16 or 32 bytes)
+    constexpr int kLoads = 128 / kStep;                                // 8 rows of 16-bit input, 4 of float32
+    constexpr int kVec = 8 / sizeof(Elem);                             // columns a thread takes: 8 bytes a row
+    __shared__ __align__(16) unsigned char smem[128 * 256];            // the input tile, then the output tile
+    __shared__ float part_amax[8][kCols];
+    auto& tile = *reinterpret_cast<Elem(*)[128][kCols]>(smem);
+    const int t0 = blockIdx.x * 128, c0 = blockIdx.y * kCols;
+    const long long plane = static_cast<long long>(blockIdx.z) * rows * cols;
+    const int lr = threadIdx.x / kRowThreads, lc = threadIdx.x % kRowThreads * 8;  // load: first row, column
+    Raw8<kInKind> raw[kLoads];
+#pragma unroll
+    for (int s = 0; s < kLoads; ++s) {
+        const int t = t0 + lr + kStep * s;
+        if (t < rows && c0 + lc < cols) {
+            raw[s] = load_raw8<kInKind>(x, plane + static_cast<long long>(t) * cols + c0 + lc);
+        } else {
+#pragma unroll
+            for (int w = 0; w < (kInKind == 0 ? 2 : 1); ++w) raw[s].w[w] = make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
+#pragma unroll
+    for (int s = 0; s < kLoads; ++s)
+#pragma unroll
+        for (int w = 0; w < (kInKind == 0 ? 2 : 1); ++w)
+            *reinterpret_cast<uint4*>(&tile[lr + kStep * s][lc + 4 * w]) = raw[s].w[w];
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    uint2 mine[16];  // rows 16 warp + i, columns kVec lane .. kVec lane + kVec - 1, as loaded (fewer registers)
+    auto value = [&](int i, int j) { return word_elem<kInKind>(mine[i], j); };
+    float amax[kVec];
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) amax[j] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+        mine[i] = *reinterpret_cast<const uint2*>(&tile[16 * warp + i][kVec * lane]);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) amax[j] = fmaxf(amax[j], fabsf(value(i, j)));
+    }
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) part_amax[warp][kVec * lane + j] = amax[j];
+    __syncthreads();  // every amax written, every read of the input tile done
+    const int kblocks = (rows + 127) / 128;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+        const int c = kVec * lane + j;
+        float a = part_amax[0][c];
+#pragma unroll
+        for (int p = 1; p < 8; ++p) a = fmaxf(a, part_amax[p][c]);
+        float s, inv;
+        scale_of(fmaxf(a, 1e-4f), ue8m0, s, inv);
+        if (warp == 0 && c0 + c < cols)
+            scale[(static_cast<long long>(blockIdx.z) * cols + c0 + c) * kblocks + blockIdx.x] = s;
+        unsigned int w[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const unsigned int lo = cg8::f32x2_to_e4m3x2_sat(__fmul_rn(value(4 * k, j), inv),
+                                                             __fmul_rn(value(4 * k + 1, j), inv));
+            const unsigned int hi = cg8::f32x2_to_e4m3x2_sat(__fmul_rn(value(4 * k + 2, j), inv),
+                                                             __fmul_rn(value(4 * k + 3, j), inv));
+            w[k] = lo | (hi << 16);
+        }
+        *reinterpret_cast<uint4*>(smem + c * 128 + 16 * (warp ^ (lane % 8))) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int pass = 0; pass < kCols / 32; ++pass) {  // 8 threads a row of 128 bytes, 32 rows a pass
+        const int r = 32 * pass + threadIdx.x / 8, k = threadIdx.x % 8;
+        if (c0 + r < cols && t0 + 16 * k < rows) {
+            const uint4 w = *reinterpret_cast<const uint4*>(smem + r * 128 + 16 * (k ^ (r / kVec % 8)));
+            *reinterpret_cast<uint4*>(q + plane + static_cast<long long>(c0 + r) * rows + t0 + 16 * k) = w;
+        }
+    }
+}
+
+#define CG8_PER_TOKEN_T_VEC(kind)                                                                                  \
+    extern "C" __global__ void __launch_bounds__(256, 4) per_token_cast_to_fp8_t_vec##kind(                       \
+        const void* __restrict__ x, unsigned char* __restrict__ q, float* __restrict__ scale, int rows, int cols,  \
+        int ue8m0) {                                                                                               \
+        per_token_t_vec<kind>(x, q, scale, rows, cols, ue8m0);                                                     \
+    }
+CG8_PER_TOKEN_T_VEC(0)
+CG8_PER_TOKEN_T_VEC(1)
+CG8_PER_TOKEN_T_VEC(2)

@@ -57,6 +57,26 @@ def test_per_token_many_batches(dtype):
     assert_same(per_token_cast_to_fp8(cupy.asarray(x)), per_token_cast_to_fp8_numpy(x))
 
 
+# [.., T, C] row-major inputs quantized as their transposes [.., C, T]: the one-pass kernel where C % 8 == 0 and
+# T % 16 == 0 (partial tiles along T, partial 64-column blocks along C, several groups), the copy otherwise.
+TRANSPOSED = [(16, 8), (128, 64), (144, 72), (1040, 520), (3, 272, 136), (2, 16, 8)]
+TRANSPOSED_COPIED = [(130, 64), (128, 60), (2, 40, 12)]
+
+
+@pytest.mark.parametrize("scale_format", ["float32", "ue8m0"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", TRANSPOSED + TRANSPOSED_COPIED, ids=str)
+def test_per_token_of_a_transpose_bitwise(shape, dtype, scale_format):
+    from cugemm8 import quantize
+
+    y = random_input(sum(shape) + 2, shape, dtype)
+    y[..., ::7] = 0   # all-zero output rows
+    view = cupy.asarray(y).swapaxes(-1, -2)
+    assert quantize._fused_transpose_ok(view) == (shape in TRANSPOSED)
+    assert_same(per_token_cast_to_fp8(view, scale_format),
+                per_token_cast_to_fp8_numpy(np.ascontiguousarray(y.swapaxes(-1, -2)), scale_format))
+
+
 @pytest.mark.parametrize("scale_format", ["float32", "ue8m0"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape", SHAPES_2D + SHAPES_3D, ids=str)
