@@ -5,7 +5,8 @@
 The protocol flushes L2 with a 1 GiB memset before each timed call (protocol.py), which leaves the L2 full
 of dirty lines: a GEMM that then reads its weights also pays their write-back. Here each decode shape is timed
 (CUDA events around the call alone, median) after that flush, and after the same memset followed by a read
-of another 1 GiB buffer (a sum), which writes the dirty lines back and leaves the L2 full of clean ones;
+of another 1 GiB buffer (protocol.CleanFlushDevice), which writes the dirty lines back and leaves the L2 full of
+clean ones;
 interleaved call by call. A device-to-device copy of 64 MiB is timed the same two ways."""
 from __future__ import annotations
 
@@ -25,24 +26,22 @@ def main(argv=None) -> int:
 
     import cugemm8
 
+    from .protocol import CleanFlushDevice, CudaDevice
     from .tune import dense_inputs, gpu_props, provenance, write
 
     stream = cupy.cuda.Stream(non_blocking=True)
-    flush = cupy.empty(1 << 30, dtype=cupy.uint8)
-    other = cupy.ones(1 << 28, dtype=cupy.float32)   # 1 GiB, read to clean the L2
-    sink = cupy.empty((), dtype=cupy.float32)
-    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    devices = {False: CudaDevice(stream), True: CleanFlushDevice(stream)}   # the protocol's flush; and then a read
 
     def timed(call, clean: bool) -> float:
+        dev = devices[clean]
+        start, end = dev.event(), dev.event()
+        dev.flush()
+        dev.record(start)
         with stream:
-            flush.fill(0)
-            if clean:
-                cupy.sum(other, out=sink)
-            start.record(stream)
             call()
-            end.record(stream)
-        end.synchronize()
-        return cupy.cuda.get_elapsed_time(start, end) * 1e-3
+        dev.record(end)
+        dev.sync()
+        return dev.elapsed_s(start, end)
 
     src, dst = cupy.ones(1 << 26, dtype=cupy.uint8), cupy.empty(1 << 26, dtype=cupy.uint8)
     cases = {"copy 64 MiB": lambda: dst.__setitem__(slice(None), src)}

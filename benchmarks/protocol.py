@@ -51,6 +51,24 @@ class CudaDevice:
         return self.cp.cuda.get_elapsed_time(start, end) * 1e-3
 
 
+class CleanFlushDevice(CudaDevice):
+    """The protocol's memset, then a read of another 1 GiB (a sum): the L2 ends full of clean lines rather than the
+    memset's dirty ones, which a kernel run after the plain flush also writes back (NOTES.md v18, v29). For
+    diagnosis only: the tables use the plain flush."""
+
+    def __init__(self, stream=None, flush_bytes: int = FLUSH_BYTES):
+        super().__init__(stream, flush_bytes)
+        cp = self.cp
+        with self.stream:
+            self.clean_buf = cp.ones(flush_bytes // 4, dtype=cp.float32)
+            self.sink = cp.empty((), dtype=cp.float32)
+
+    def flush(self) -> None:
+        super().flush()
+        with self.stream:
+            self.cp.sum(self.clean_buf, out=self.sink)
+
+
 class Timer:
     """Times callables by the protocol; every method returns seconds per call."""
 

@@ -8,8 +8,9 @@ names: B tiles a quad of lanes loads at once, C CTAs resident per SM (CG8_TOKEN_
 macros), optionally an older quantize.cu (its single
 `per_token_cast_to_fp8_vec` kernel, launched as that version did), and `per_block_cast_to_fp8` on the same input.
 Each line gives the median, TB/s, the fraction of the 1 GiB copy's rate and of the same-size copy's.
-`--clean-l2` times everything again after a flush that also reads 256 MiB, so that the L2 holds clean lines rather
-than the memset's dirty ones: what the protocol's flush costs a streaming kernel of that size (NOTES.md v29)."""
+`--clean-l2` times everything again after a flush that also reads another 1 GiB (protocol.CleanFlushDevice), so that
+the L2 holds clean lines rather than the memset's dirty ones: what the protocol's flush costs a streaming kernel of
+that size (NOTES.md v29)."""
 from __future__ import annotations
 
 import argparse
@@ -17,35 +18,9 @@ import statistics
 
 from .decode import calibrate
 from .env import Env
-from .protocol import CudaDevice, Timer
+from .protocol import CleanFlushDevice, Timer
 
 SIZES = ((4096, 7168), (2048, 7168), (4096, 24576), (16384, 7168), (128, 7168))
-_READ_KERNEL = r'''
-extern "C" __global__ void cugemm8_probe_read(const uint4* __restrict__ x, unsigned long long n, unsigned int* out) {
-    unsigned int acc = 0;
-    for (unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        acc ^= x[i].x;
-    if (acc == 0x12345678u) *out = acc;   // never true for the zeros read: keeps the loads
-}
-'''
-
-
-class CleanFlushDevice(CudaDevice):
-    """The protocol's memset, then a read of 256 MiB: the L2 ends full of clean lines."""
-
-    def __init__(self, stream):
-        super().__init__(stream)
-        cp = self.cp
-        self.read_buf = cp.zeros(1 << 28, dtype=cp.uint8)
-        self.sink = cp.zeros(1, dtype=cp.uint32)
-        self.read = cp.RawKernel(_READ_KERNEL, "cugemm8_probe_read")
-
-    def flush(self) -> None:
-        super().flush()
-        with self.stream:
-            self.read((1056,), (256,), (self.read_buf, self.cp.uint64(self.read_buf.size // 16), self.sink))
-
-
 def _token_variants(env: Env, variants, old_source: str | None) -> dict:
     """name -> callable(x, q, scale, rows, cols, kblocks) launching a per-token kernel."""
     import numpy as np
@@ -129,7 +104,7 @@ def main(argv=None) -> None:
     variants = _token_variants(env, token, args.old_source)
     timers = [("protocol flush (1 GiB memset)", env.timer)]
     if args.clean_l2:
-        timers.append(("memset, then a 256 MiB read (clean L2)", Timer(CleanFlushDevice(env.stream))))
+        timers.append(("memset, then a 1 GiB read (clean L2)", Timer(CleanFlushDevice(env.stream))))
     for label, timer in timers:
         print(f"\n== {label} ==")
         for m, k in sizes:

@@ -73,3 +73,12 @@ def test_stream_probe_macros_default_to_the_library_kernel():
     source = Path("cuda_src/quantize.cu").read_text()
     assert "#define CG8_TOKEN_BATCHES 1\n" in source and "#define CG8_TOKEN_CTAS 4\n" in source
     assert "4 * _sm_count(device)" in Path("cugemm8/quantize.py").read_text()
+
+
+def test_split_tile_names():
+    split = tile_config("128x128k2", 4096, 7168, "float8_e4m3")
+    assert (split.split_k, split.stream_b, split.out_fp8) == (2, True, True)
+    with pytest.raises(SystemExit, match="cannot split"):
+        tile_config("128x128k3", 4096, 7168, "bfloat16")   # 16 fragments do not split 3 ways
+    with pytest.raises(SystemExit, match="cannot split"):
+        tile_config("128x128k2c2", 4096, 7168, "bfloat16")
