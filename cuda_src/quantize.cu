@@ -354,19 +354,16 @@ CG8_PER_BLOCK_VEC(2)
 template <int kInKind> struct TileElem { using type = unsigned short; };  // 16-bit inputs: their raw bits
 template <> struct TileElem<0> { using type = float; };
 
-// Element j (of 8 / sizeof(Elem)) of an 8-byte word as a float. The bfloat16 one's bit operation is opaque
-// (volatile), so that ptxas does not keep all of a thread's values as floats between their two uses: that took 114
-// registers, two CTAs an SM.
+// Element j (of 8 / sizeof(Elem)) of an 8-byte word as a float. The bfloat16 one's conversion is opaque, so that
+// ptxas does not keep all of a thread's values as floats between their two uses: that took 114 registers, two
+// CTAs an SM.
 template <int kInKind>
 __device__ __forceinline__ float word_elem(uint2 w, int j) {
     const unsigned int half = j < (kInKind == 0 ? 1 : 2) ? w.x : w.y;
     if constexpr (kInKind == 0) {
         return __uint_as_float(half);
     } else if constexpr (kInKind == 2) {
-        unsigned int f;
-        if (j % 2 == 0) asm volatile("shl.b32 %0, %1, 16;" : "=r"(f) : "r"(half));
-        else asm volatile("and.b32 %0, %1, 0xFFFF0000;" : "=r"(f) : "r"(half));
-        return __uint_as_float(f);
+        return cg8::bf16_half_to_f32_opaque(half, j % 2 == 1);
     } else {
         return cg8::f16_bits_to_f32(static_cast<unsigned short>(j % 2 == 0 ? half & 0xFFFFu : half >> 16));
     }

@@ -353,7 +353,8 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
                     if est <= fastest * (1 + tie)), key=lambda x: x[0])
     assert best is not None
     config, tiles = best[1], best[2]
-    if layout == "contiguous" and not fp8 and rates is CONTIGUOUS_TILE_RATES and shares_b(m, k, num_groups):
+    if (layout == "contiguous" and not fp8 and rates is CONTIGUOUS_TILE_RATES and shares_b(m, k, num_groups)
+            and num_sms >= 2):  # a pair of CTAs needs two SMs
         config = make_config(layout, n, k, num_groups, 128, SHARE_B_BLOCK_N, cluster=2, share_b=True)
         tiles = ceil_div(m, 128) * ceil_div(n, SHARE_B_BLOCK_N)
     if layout == "normal" and m <= DECODE_M:

@@ -17,6 +17,16 @@ __device__ __forceinline__ unsigned char f32_to_e4m3_sat(float v) {
     return static_cast<unsigned char>(pair & 0xFF);  // the second source lands in the low byte
 }
 
+// The bfloat16 in the low (`high` false) or high half of `word`, as a float, by an opaque (volatile) instruction:
+// ptxas neither merges nor hoists it, so a caller that converts the same raw words twice keeps the words, not
+// the floats, in registers between the two uses (quantize.cu's transposed quantizer).
+__device__ __forceinline__ float bf16_half_to_f32_opaque(unsigned int word, bool high) {
+    unsigned int f;
+    if (high) asm volatile("and.b32 %0, %1, 0xFFFF0000;" : "=r"(f) : "r"(word));
+    else asm volatile("shl.b32 %0, %1, 16;" : "=r"(f) : "r"(word));
+    return __uint_as_float(f);
+}
+
 // Two floats to e4m3 (round to nearest even, clamp to +-448): `lo` in the low byte, `hi` in the high one.
 __device__ __forceinline__ unsigned short f32x2_to_e4m3x2_sat(float lo, float hi) {
     unsigned short pair;

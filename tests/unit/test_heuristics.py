@@ -235,3 +235,9 @@ def test_share_b_needs_what_the_kernel_can_run(kwargs, what):
         heuristics.make_config(args["layout"], 4096, 7168, 8, args["block_m"], args["block_n"], cluster=args["cluster"],
                                share_b=True)
     assert heuristics.make_config("contiguous", 4096, 7168, 8, 128, 192, cluster=2, share_b=True).share_b
+
+
+def test_no_cta_pairs_on_one_sm():
+    # hypothesis found contiguous experts that share B by CTA pairs chosen for a single SM: a grid of 0
+    plan = heuristics.choose("contiguous", 4096, 8, 4096, 16, 1)
+    assert plan.grid == 1 and plan.config.cluster == 1
