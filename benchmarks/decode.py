@@ -53,6 +53,14 @@ def calibrate(env: Env, reps: int) -> dict:
     return out
 
 
+def same_size_copy(env: Env, nbytes: int):
+    """A device-to-device copy moving `nbytes` (read + written) on the benchmark stream, as calibrate's copy: the
+    yardstick of a streaming kernel of that size, with the same launch and the same dirty L2 after the flush."""
+    src = env.cp.ones(nbytes // 2, dtype=env.cp.uint8)
+    dst = env.cp.zeros_like(src)
+    return lambda: dst.data.copy_from_device_async(src.data, src.size, stream=env.stream)
+
+
 def add_roofline(row: dict, floor: dict) -> dict:
     """Every timed entry's fraction of the memory floor: (bytes / copy bandwidth + empty kernel) / time."""
     bw, t0 = floor.get("copy_bytes_per_s"), floor.get("empty_kernel_s")

@@ -12,7 +12,7 @@ import statistics
 
 import numpy as np
 
-from .decode import calibrate
+from .decode import calibrate, same_size_copy
 from .env import Env, quantize_a, quantize_b
 from .shapes import MASKED_MAX_M, Shape, contiguous_m_indices, draw_masked_m, geomean, shapes_for
 
@@ -147,10 +147,7 @@ def bench_quantizer(env: Env, reps: int, copy_bytes_per_s: float | None) -> list
             y = env.randn((n, m) if transposed else (m, n)).astype(cg.api.BF16)
             x = y.T if transposed else y
             nbytes = m * n * 2 + m * n + -(-m // scale_rows) * (-(-n // 128)) * 4
-            src = cp.ones(nbytes // 2, dtype=cp.uint8)
-            dst = cp.zeros_like(src)
-            fns = {"quantizer": lambda: fn(x),
-                   "copy": lambda: dst.data.copy_from_device_async(src.data, src.size, stream=env.stream)}
+            fns = {"quantizer": lambda: fn(x), "copy": same_size_copy(env, nbytes)}
             if transposed:
                 fns["copy_then_quantize"] = lambda: fn(cp.ascontiguousarray(x))
             samples = env.timer.interleaved(fns, reps)
@@ -162,7 +159,7 @@ def bench_quantizer(env: Env, reps: int, copy_bytes_per_s: float | None) -> list
             if transposed:
                 row["copy_then_quantize_s"] = statistics.median(samples["copy_then_quantize"])
             rows.append(row)
-            del x, y, src, dst
+            del x, y, fns
             env.free()
     return rows
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from .decode import calibrate
+from .decode import calibrate, same_size_copy
 from .env import Env
 from .protocol import CleanFlushDevice, Timer
 
 SIZES = ((4096, 7168), (2048, 7168), (4096, 24576), (16384, 7168), (128, 7168))
+
+
 def _token_variants(env: Env, variants, old_source: str | None) -> dict:
     """name -> callable(x, q, scale, rows, cols, kblocks) launching a per-token kernel."""
     import numpy as np
@@ -47,9 +49,7 @@ def _token_variants(env: Env, variants, old_source: str | None) -> dict:
         out[f"token-{b}x{c}"] = launcher(kern, 64, c)
     if old_source:
         with open(old_source) as f:
-            text = f.read()
-        root = quantize.jit.source_dir()
-        text = text.replace('#include "ptx/convert.cuh"', (root / "ptx" / "convert.cuh").read_text())
+            text = quantize.inline_includes(f.read())
         out["token-old"] = launcher(cp.RawKernel(text, "per_token_cast_to_fp8_vec", options=quantize.NVRTC_OPTIONS),
                                     16 * 3)
     return out
@@ -62,9 +62,7 @@ def _time_size(env: Env, timer: Timer, m: int, k: int, variants: dict, reps: int
     q = cp.empty((m, k), dtype=cp.uint8)
     s = cp.empty((m, kb), dtype=cp.float32)
     nbytes = m * k * 3 + m * kb * 4
-    src = cp.ones(nbytes // 2, dtype=cp.uint8)
-    dst = cp.zeros_like(src)
-    fns = {"copy": lambda: dst.data.copy_from_device_async(src.data, src.size, stream=env.stream),
+    fns = {"copy": same_size_copy(env, nbytes),
            "per_token": lambda: cg.per_token_cast_to_fp8(x),
            "per_block": lambda: cg.per_block_cast_to_fp8(x)}
     for name, launch in variants.items():

@@ -5,6 +5,8 @@
 // float operation is written out with its rounding (no contraction, no fast division).
 //
 // in_kind: 0 float32, 1 float16, 2 bfloat16 (16-bit inputs are read as raw bits).
+// One file past 400 lines: CuPy compiles one self-contained source per file (cugemm8/quantize.py), and the
+// per-token, per-block and transposed kernels share its loads (Raw8), the recipe (scale_of) and the e4m3 packing.
 #include "ptx/convert.cuh"
 
 __device__ __forceinline__ float load_as_float(const void* x, int in_kind, long long i) {

@@ -43,11 +43,15 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def kernel_source(file: str = "quantize.cu") -> str:
-    """A CUDA file of cuda_src/ with its include of ptx/convert.cuh written in: CuPy's compile cache keys on the
-    source text, so the text must hold everything the kernels are built from."""
-    root = jit.source_dir()
+    """A CUDA file of cuda_src/, self-contained (inline_includes)."""
+    return inline_includes((jit.source_dir() / file).read_text())
+
+
+def inline_includes(text: str) -> str:
+    """CUDA source text with its include of ptx/convert.cuh written in: CuPy's compile cache keys on the source
+    text, so the text must hold everything the kernels are built from."""
     include = '#include "ptx/convert.cuh"'
-    return (root / file).read_text().replace(include, (root / "ptx" / "convert.cuh").read_text())
+    return text.replace(include, (jit.source_dir() / "ptx" / "convert.cuh").read_text())
 
 
 def raw_kernel(name: str, file: str):
@@ -119,13 +123,14 @@ def per_token_cast_to_fp8(x, scale_format: str = "float32") -> "tuple[cupy.ndarr
 
 def _fused_transpose_ok(x) -> bool:
     """x ([..., C, T]) is the transpose of a row-major [..., T, C] array whose rows and the output's start on
-    16-byte boundaries (C % 8 == 0, T % 16 == 0, an aligned base), within the grid's limits."""
+    16-byte boundaries (C % 8 == 0, T % 16 == 0, an aligned base), within the kernel's 32-bit sizes and the grid's
+    limits."""
     if x.ndim not in (2, 3) or x.flags.c_contiguous or x.size == 0:
         return False
     c, t = x.shape[-2:]
     groups = x.shape[0] if x.ndim == 3 else 1
     return (x.swapaxes(-1, -2).flags.c_contiguous and c % 8 == 0 and t % 16 == 0 and x.data.ptr % 16 == 0
-            and _ceil_div(c, 64) <= 65535 and groups <= 65535)
+            and max(c, t) < 2**31 and _ceil_div(c, 64) <= 65535 and groups <= 65535)
 
 
 def _per_token_transposed(x, kind: int, ue8m0: int):
