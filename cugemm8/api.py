@@ -16,7 +16,7 @@ import cupy
 import ml_dtypes
 import numpy as np
 
-from . import envvars, fp8_gemm, runtime
+from . import envvars, fp8_gemm, heuristics_small_m, runtime, small_m
 from .arrays import StreamRef, as_device_arrays, describe, stream_handle
 from .errors import CaptureError
 from .heuristics import CONTIGUOUS_M_ALIGNMENT, choose
@@ -59,7 +59,7 @@ class Problem(NamedTuple):
 
 
 class _Prepared(NamedTuple):
-    launcher: fp8_gemm.GemmLauncher | None  # None: nothing to compute (M == 0)
+    launcher: fp8_gemm.GemmLauncher | small_m.SmallMLauncher | None  # None: nothing to compute (M == 0)
     out_shape: tuple                        # shape of the result when the caller gives no `out`
     convert_a_scale: bool                   # a_scale is row-major: convert it on every call
     out_format: str = "bfloat16"            # not bf16: D is e4m3 with scales, the call returns (out, out_scale)
@@ -72,7 +72,7 @@ _MAX_PREPARED = 4096
 
 def _key(layout: str, device: int, arrays: tuple, extra=None) -> tuple:
     # The SM cap (set_num_sms) decides the grid, so it is part of the key.
-    parts = [layout, device, extra, runtime._num_sms_override.get(device)]
+    parts = [layout, device, extra, runtime._num_sms_override.get(device), heuristics_small_m._enabled[0]]
     for x in arrays:
         if x is None:
             parts.append(None)
@@ -87,12 +87,19 @@ def _prepare(key: tuple, problem: Problem) -> _Prepared:
     p = problem
     runtime.require_hopper(p.device)
     launcher = None
-    if p.rows and p.n and p.k:
+    small = None
+    if p.rows and p.n and p.k and p.layout == "normal" and p.out_format == "bfloat16":
+        small = heuristics_small_m.choose_small_m(p.rows, p.n, p.k, runtime.get_num_sms(p.device))
+    if small is not None:
+        launcher = small_m.SmallMLauncher(small, p.device, p.rows, p.a_ld, p.b_ld, get_tma_aligned_size(p.rows, 4),
+                                          p.d_ld)
+        _report(p, f"{small}, grid {small.grid}")
+    elif p.rows and p.n and p.k:
         plan = choose(p.layout, p.plan_m, p.n, p.k, p.groups, runtime.get_num_sms(p.device), p.out_format)
         base = p.base_ptr   # each launch sets the real addresses
         launcher = fp8_gemm.get_launcher(plan.config, p.device, plan.grid, p.rows, p.a_ld, p.b_ld,
                                          get_tma_aligned_size(p.rows, 4), p.d_ld, (base, base, base, base))
-        _report_config(p, plan)
+        _report(p, f"{fp8_gemm.cfg_str(plan.config)}, split K {plan.config.split_k}, grid {plan.grid}")
     zero_k = p.layout if (p.rows and p.n and not p.k) else ""
     prep = _Prepared(launcher, p.out_shape, p.a_scale_kind == "rowmajor", p.out_format, zero_k)
     if len(_prepared) >= _MAX_PREPARED:
@@ -101,11 +108,10 @@ def _prepare(key: tuple, problem: Problem) -> _Prepared:
     return prep
 
 
-def _report_config(p: Problem, plan) -> None:
+def _report(p: Problem, config: str) -> None:
     """The configuration a new call signature got: on the cugemm8.api logger, and on stderr with
     CUGEMM8_PRINT_CONFIGS."""
-    line = (f"{p.layout} M={p.plan_m} N={p.n} K={p.k} G={p.groups} on device {p.device}: "
-            f"{fp8_gemm.cfg_str(plan.config)}, split K {plan.config.split_k}, grid {plan.grid}")
+    line = f"{p.layout} M={p.plan_m} N={p.n} K={p.k} G={p.groups} on device {p.device}: {config}"
     log.info("configuration: %s", line)
     if envvars.flag(envvars.PRINT_CONFIGS):
         print(f"cugemm8: {line}", file=sys.stderr)

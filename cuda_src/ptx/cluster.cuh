@@ -21,6 +21,16 @@ __device__ __forceinline__ void cluster_sync_relaxed() {
     asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
 }
 
+// The two halves of cluster_sync_relaxed, for a kernel that has work to do between them: every thread arrives,
+// then every thread waits (a thread that arrives must wait before it arrives again or exits).
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ void cluster_wait() {
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+}
+
 // The address of shared-memory location `addr` (this CTA's) in CTA `cta` of this cluster.
 __device__ __forceinline__ uint32_t map_shared_rank(uint32_t addr, uint32_t cta) {
     uint32_t r;
@@ -42,6 +52,12 @@ __device__ __forceinline__ void st_async_f32(uint32_t addr, float a, uint32_t ba
     asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];"
                  ::"r"(addr), "f"(a), "r"(bar)
                  : "memory");
+}
+
+// One float into CTA-of-the-cluster shared memory (`addr` from map_shared_rank); a later cluster_sync orders it
+// before the owner's reads.
+__device__ __forceinline__ void st_cluster_f32(uint32_t addr, float v) {
+    asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
 }
 
 }  // namespace cg8
