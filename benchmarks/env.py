@@ -49,6 +49,10 @@ class Env:
     def plan(self, layout: str, m: int, n: int, k: int, groups: int) -> dict:
         """The configuration cugemm8's heuristic picks (recorded per row)."""
         try:
+            small = self.lib.small_m_choice(layout, m, n, k, self.num_sms)
+            if small is not None:
+                return {"config": {"kernel": "small_m", **dataclasses.asdict(small)}, "grid": small.grid,
+                        "num_tiles": -(-n // small.rows)}
             plan = self.lib.choose(layout, m, n, k, groups, self.num_sms)
             return {"config": dataclasses.asdict(plan.config), "grid": plan.grid, "num_tiles": plan.num_tiles}
         except Exception as exc:  # record, don't die: the heuristic changes under the tools

@@ -45,6 +45,16 @@ class Library:
         """The LaunchPlan (config, grid, num_tiles) the API would use (for an output format, where given)."""
         return self.heuristics.choose(layout, m, n, k, groups, num_sms, *out_format)
 
+    def small_m_choice(self, layout: str, m: int, n: int, k: int, num_sms: int, out_format: str = "bfloat16"):
+        """The small-M kernel's configuration where the API runs it, else None (and None in packages without it)."""
+        try:
+            hs = self._mod("heuristics_small_m")
+        except ModuleNotFoundError:
+            return None
+        if layout != "normal" or out_format != "bfloat16":
+            return None
+        return hs.choose_small_m(m, n, k, num_sms)
+
     def make_config(self, layout: str, n: int, k: int, groups: int, block_m: int, block_n: int, **kw):
         return self.heuristics.make_config(layout, n, k, groups, block_m, block_n, **kw)
 
@@ -79,7 +89,15 @@ class Library:
         api._prepared.clear()
         api.choose = choose or real
         try:
-            yield
+            small = self._mod("heuristics_small_m")
+        except ModuleNotFoundError:
+            small = None
+        try:
+            if choose is not None and small is not None:   # a forced configuration runs, not the small-M kernel
+                with small.disabled():
+                    yield
+            else:
+                yield
         finally:
             api.choose = real
             api._prepared.clear()

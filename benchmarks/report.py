@@ -37,6 +37,9 @@ def config_text(row: dict) -> str:
     c = row.get("config")
     if not c:
         return "?"
+    if c.get("kernel") == "small_m":
+        return (f"small-M {16 * c['row_tiles']}x{8 * c['token_tiles']} w{c['warps']} d{c['depth']}"
+                + (f" k/{c['split']}" if c["split"] > 1 else ""))
     split = c.get("split_k", 1)
     pair = " pB" if c.get("share_b") else " pA" if c.get("cluster", 1) > 1 else ""  # CTA pairs sharing B or A
     return f"{c['block_m']}x{c['block_n']} s{c['stages']} w{c['num_math_wg']}" + (f" k/{split}" if split > 1 else "") + pair

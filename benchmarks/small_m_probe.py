@@ -54,9 +54,12 @@ def main(argv=None) -> int:
         with stream:
             a, sa, b, sb = dense_inputs(m, n, k)
             base_out = cp.empty((m, n), dtype=cugemm8.api.BF16)
-            with hs.disabled():
-                fns = {"wgmma": lambda: cugemm8.matmul(a, sa, b, sb, out=base_out, stream=stream)}
-                fns["wgmma"]()
+            def wgmma():
+                with hs.disabled():
+                    cugemm8.matmul(a, sa, b, sb, out=base_out, stream=stream)
+
+            fns = {"wgmma": wgmma}
+            wgmma()
             ref = base_out.astype(cp.float32)
             pick = hs.choose_small_m(m, n, k, cugemm8.get_num_sms())
             checks = {}
@@ -68,7 +71,7 @@ def main(argv=None) -> int:
                 run(stream_ptr=stream.ptr)
                 y = out.astype(cp.float32)
                 diff = float(1 - 2 * (y * ref).sum() / ((y * y + ref * ref).sum()))
-                name = f"T{cfg.token_tiles}R{cfg.row_tiles}W{cfg.warps}S{cfg.split}" + ("*" if cfg == pick else "")
+                name = f"T{cfg.token_tiles}R{cfg.row_tiles}W{cfg.warps}S{cfg.split}D{cfg.depth}" + ("*" if cfg == pick else "")
                 checks[name] = {"diff": diff, "repeatable": bool((first.view(cp.uint16) == out.view(cp.uint16)).all()),
                                 "config": vars(cfg)}
                 fns[name] = (lambda r=run: r(stream_ptr=stream.ptr))

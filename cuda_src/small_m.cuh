@@ -20,13 +20,15 @@
 
 namespace cg8 {
 
-template <uint32_t kN_, uint32_t kK_, uint32_t kTokenTiles_, uint32_t kRowTiles_, uint32_t kWarps_, uint32_t kSplit_>
+template <uint32_t kN_, uint32_t kK_, uint32_t kTokenTiles_, uint32_t kRowTiles_, uint32_t kWarps_, uint32_t kSplit_,
+          uint32_t kDepth_>
 struct SmallMConfig {
     static constexpr uint32_t kN = kN_, kK = kK_;
     static constexpr uint32_t kTokenTiles = kTokenTiles_;   // 8 tokens each: M <= 8 * kTokenTiles
     static constexpr uint32_t kRowTiles = kRowTiles_;       // 16 rows of B each
     static constexpr uint32_t kWarps = kWarps_;
     static constexpr uint32_t kSplit = kSplit_;             // CTAs of a cluster dividing the k-blocks
+    static constexpr uint32_t kDepth = kDepth_;             // k-blocks a warp has in flight (registers)
     static constexpr uint32_t kTokens = 8 * kTokenTiles, kRows = 16 * kRowTiles, kThreads = 32 * kWarps;
     static constexpr uint32_t kKBlocks = (kK + 127) / 128;
     static_assert(128 % kRows == 0, "a CTA's rows lie in one scale block of B");
@@ -35,11 +37,14 @@ struct SmallMConfig {
 };
 
 // One k-block's operands in a lane's registers: rows g and g + 8 of each 16-row tile of B, row g of each 8-token
-// tile of A (g = lane / 4), 32 bytes of each: bytes [16t, 16t + 16) and [64 + 16t, 80 + 16t) (t = lane % 4).
+// tile of A (g = lane / 4), 32 bytes of each: bytes [16t, 16t + 16) and [64 + 16t, 80 + 16t) (t = lane % 4); and
+// the scales of the k-block, loaded with them so that no multiply waits for a load of its own.
 template <class C>
 struct Operands {
     uint4 b[C::kRowTiles][2][2];   // [row tile][row g, g + 8][first, second 16 bytes]
     uint4 a[C::kTokenTiles][2];
+    float sa[C::kTokenTiles][2];   // A's scales of tokens 2t and 2t + 1 of each token tile (0 past M)
+    float sb;                      // B's scale of the CTA's rows
 };
 
 __device__ __forceinline__ uint32_t word(const uint4 (&v)[2], uint32_t j) {
@@ -49,8 +54,18 @@ __device__ __forceinline__ uint32_t word(const uint4 (&v)[2], uint32_t j) {
 
 template <class C>
 __device__ __forceinline__ void load_operands(Operands<C>& op, const uint8_t* __restrict__ a, const uint8_t* __restrict__ b,
-                                              uint32_t m, uint32_t a_ld, uint32_t b_ld, uint32_t row0, uint32_t kb) {
+                                              const float* __restrict__ sa, const float* __restrict__ sb_row,
+                                              uint32_t m, uint32_t a_ld, uint32_t b_ld, uint32_t sa_ld, uint32_t row0,
+                                              uint32_t kb) {
     const uint32_t lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    op.sb = __ldg(sb_row + kb);
+#pragma unroll
+    for (uint32_t i = 0; i < C::kTokenTiles; ++i)
+#pragma unroll
+        for (uint32_t u = 0; u < 2; ++u) {
+            const uint32_t token = 8 * i + 2 * t + u;
+            op.sa[i][u] = token < m ? __ldg(sa + kb * sa_ld + token) : 0.0f;
+        }
 #pragma unroll
     for (uint32_t c = 0; c < 2; ++c) {
         const uint32_t col = kb * 128 + 64 * c + 16 * t;
@@ -78,21 +93,16 @@ __device__ __forceinline__ void load_operands(Operands<C>& op, const uint8_t* __
 // (2^16 undoes the two 2^-8 of the conversion, exactly). acc[r][i][0..3]: rows g, g, g + 8, g + 8 of row tile
 // r; tokens 2t, 2t + 1, 2t, 2t + 1 of token tile i (mma.sync's accumulator layout).
 template <class C>
-__device__ __forceinline__ void multiply(const Operands<C>& op, float (&acc)[C::kRowTiles][C::kTokenTiles][4],
-                                         const float* __restrict__ sa, uint32_t sa_ld, float sb, uint32_t m,
-                                         uint32_t kb) {
-    const uint32_t lane = threadIdx.x % 32, t = lane % 4;
+__device__ __forceinline__ void multiply(const Operands<C>& op, float (&acc)[C::kRowTiles][C::kTokenTiles][4]) {
     uint32_t x[C::kTokenTiles][8][2];
     float scale[C::kTokenTiles][2];
+    const float sb = op.sb * 65536.0f;
 #pragma unroll
     for (uint32_t i = 0; i < C::kTokenTiles; ++i) {
 #pragma unroll
         for (uint32_t j = 0; j < 8; ++j) e4m3x4_to_f16x2_scaled(word(op.a[i], j), x[i][j][0], x[i][j][1]);
 #pragma unroll
-        for (uint32_t u = 0; u < 2; ++u) {
-            const uint32_t token = 8 * i + 2 * t + u;
-            scale[i][u] = token < m ? __ldg(sa + kb * sa_ld + token) * sb : 0.0f;
-        }
+        for (uint32_t u = 0; u < 2; ++u) scale[i][u] = op.sa[i][u] * sb;
     }
 #pragma unroll
     for (uint32_t r = 0; r < C::kRowTiles; ++r) {
@@ -133,17 +143,25 @@ __device__ __forceinline__ void small_m_gemm(const uint8_t* __restrict__ a, cons
     const uint32_t kb_begin = rank * C::kKBlocks / C::kSplit, kb_end = (rank + 1) * C::kKBlocks / C::kSplit;
     const float* sb_row = sb + row0 / 128 * C::kKBlocks;
 
+    // A warp's k-blocks: kb_begin + warp, then every kWarps-th; kDepth of them in flight, each buffer refilled
+    // with the k-block kDepth turns later as soon as it has been multiplied (DRAM latency x bandwidth needs
+    // tens of KB in flight per SM: NOTES.md v30).
     float acc[C::kRowTiles][C::kTokenTiles][4] = {};
-    uint32_t kb = kb_begin + warp;
-    if (kb < kb_end) {
-        Operands<C> cur;
-        load_operands<C>(cur, a, b, m, a_ld, b_ld, row0, kb);
-        for (; kb < kb_end; kb += C::kWarps) {   // one k-block in flight while the last one is multiplied
-            Operands<C> next;
-            const uint32_t kb_next = kb + C::kWarps;
-            if (kb_next < kb_end) load_operands<C>(next, a, b, m, a_ld, b_ld, row0, kb_next);
-            multiply<C>(cur, acc, sa, sa_ld, __ldg(sb_row + kb) * 65536.0f, m, kb);
-            cur = next;
+    Operands<C> buf[C::kDepth];
+#pragma unroll
+    for (uint32_t d = 0; d < C::kDepth; ++d) {
+        const uint32_t kb = kb_begin + warp + d * C::kWarps;
+        if (kb < kb_end) load_operands<C>(buf[d], a, b, sa, sb_row, m, a_ld, b_ld, sa_ld, row0, kb);
+    }
+    for (uint32_t kb0 = kb_begin + warp; kb0 < kb_end; kb0 += C::kDepth * C::kWarps) {
+#pragma unroll
+        for (uint32_t d = 0; d < C::kDepth; ++d) {
+            const uint32_t kb = kb0 + d * C::kWarps;
+            if (kb < kb_end) {
+                multiply<C>(buf[d], acc);
+                const uint32_t kb_next = kb + C::kDepth * C::kWarps;
+                if (kb_next < kb_end) load_operands<C>(buf[d], a, b, sa, sb_row, m, a_ld, b_ld, sa_ld, row0, kb_next);
+            }
         }
     }
 #pragma unroll

@@ -9,6 +9,11 @@ from .small_m import MAX_TOKENS, SmallMConfig
 BLOCK_K = 128
 SMEM_LIMIT = 48 * 1024      # the kernel's shared memory is static
 SPLITS = (1, 2, 4, 8)       # CTAs of a cluster (8: the portable cluster size)
+DEPTHS = (2, 4)             # k-blocks a warp has in flight
+BUFFER_REGS = 96
+NARROW_N = 512              # the rule's bounds (choose_small_m)
+NARROW_MIN_K = 4096
+TARGET_CTAS = 64
 _enabled = [True]
 
 
@@ -18,30 +23,42 @@ def token_tiles_for(m: int) -> int:
     return 1 if tiles <= 1 else 2 if tiles <= 2 else 4
 
 
-def fits(token_tiles: int, row_tiles: int, warps: int, split: int, k: int) -> bool:
+def fits(token_tiles: int, row_tiles: int, warps: int, split: int, k: int, depth: int = 2) -> bool:
     """The kernel's rules (cuda_src/small_m.cuh): one pair of outputs a thread, its static shared memory, every
-    CTA of a cluster with k-blocks."""
+    CTA of a cluster with k-blocks; and the registers of the k-blocks in flight (16 a row tile, 8 a token tile,
+    each) at most BUFFER_REGS, past which ptxas spills."""
     outputs = 8 * token_tiles * 16 * row_tiles
     smem = 4 * outputs * (warps + (split if split > 1 else 1))
-    return outputs // 2 <= 32 * warps and smem <= SMEM_LIMIT and split <= -(-k // BLOCK_K)
+    return (outputs // 2 <= 32 * warps and smem <= SMEM_LIMIT and split <= -(-k // BLOCK_K)
+            and depth * (16 * row_tiles + 8 * token_tiles) <= BUFFER_REGS)
 
 
 def configs_for(m: int, n: int, k: int) -> list[SmallMConfig]:
     """Every configuration that can run M x N x K (the probes' candidates)."""
     t = token_tiles_for(m)
-    return [SmallMConfig(n, k, t, r, w, s) for r in (1, 2) for w in (4, 8) for s in SPLITS if fits(t, r, w, s, k)]
+    return [SmallMConfig(n, k, t, r, w, s, d) for r in (1, 2) for w in (4, 8) for s in SPLITS for d in DEPTHS
+            if fits(t, r, w, s, k, d)]
 
 
 def choose_small_m(m: int, n: int, k: int, num_sms: int) -> SmallMConfig | None:
-    """The small-M kernel's configuration for a dense bf16 GEMM, or None where the WGMMA kernel runs."""
-    if not _enabled[0] or not 1 <= m <= MAX_TOKENS:
+    """The small-M kernel's configuration for a dense bf16 GEMM, or None where the WGMMA kernel runs.
+
+    It runs where it measured faster than the WGMMA kernel's pick (H200, bench/results/v30, NOTES.md v30):
+    narrow N (at most NARROW_N) with K >= NARROW_MIN_K and M <= 32, where few rows of B must be spread over
+    the SMs by splitting K. There about 64 CTAs, 32 rows of B a CTA (16 at M > 16, whose token tiles take the
+    registers), 8 warps, 2 k-blocks in flight, led every shape probed. Wider N streams B slower than the
+    WGMMA kernel's TMA loads (2.8 against 3.3 TB/s) and M = 32 is bound by the conversions and MMAs."""
+    if not _enabled[0] or not 1 <= m <= MAX_TOKENS or n > NARROW_N or k < NARROW_MIN_K:
         return None
     t = token_tiles_for(m)
-    row_blocks = -(-n // 16)
+    r = 2 if t <= 2 else 1
+    row_blocks = -(-n // (16 * r))
     split = 1
-    while split < 8 and row_blocks * split * 2 <= num_sms and fits(t, 1, 8, split * 2, k):
+    while split < 8 and row_blocks * split * 2 <= TARGET_CTAS and fits(t, r, 8, split * 2, k):
         split *= 2
-    return SmallMConfig(n, k, t, 1, 8, split)
+    cfg = SmallMConfig(n, k, t, r, 8, split, 2)
+    # a GPU capped below the grid (set_num_sms) keeps the persistent WGMMA kernel, which honours the cap
+    return cfg if fits(t, r, 8, split, k) and cfg.grid <= num_sms else None
 
 
 def enabled() -> bool:

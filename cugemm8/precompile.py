@@ -14,7 +14,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Iterable
 
-from . import fp8_gemm, heuristics, heuristics_wgrad
+from . import fp8_gemm, heuristics, heuristics_small_m, heuristics_wgrad, small_m
 from .arrays import type_name
 from .validation import check_out_format
 
@@ -32,11 +32,20 @@ def plan(layout: str, m: int, n: int, k: int | None, groups: int, num_sms: int, 
     return heuristics.choose(layout, m, n, k, groups, num_sms, fmt)
 
 
+def config_for(layout: str, m: int, n: int, k: int | None, groups: int, num_sms: int, fmt: str = "bfloat16"):
+    """The kernel configuration a call would run: the small-M kernel's where it is chosen, else plan()'s."""
+    if layout == "normal" and fmt == "bfloat16":
+        small = heuristics_small_m.choose_small_m(m, n, k, num_sms)
+        if small is not None:
+            return small
+    return plan(layout, m, n, k, groups, num_sms, fmt).config
+
+
 def precompile(n: int, k: int | None, *, layout: str = "normal", m=(1, 16384), groups: int = 1,
                num_sms: int | None = None,
                out_dtype: str = "bfloat16", scale_format: str = "float32", jobs: int = 1,
-               progress: bool | None = None) -> list[heuristics.KernelConfig]:
-    """Compile every configuration ``heuristics.choose`` picks for ``layout`` with this N and K and each M in
+               progress: bool | None = None) -> list:
+    """Compile every configuration the heuristics pick (``heuristics.choose``, and the small-M kernel's) for ``layout`` with this N and K and each M in
     ``m`` (an inclusive ``(low, high)`` range, an int, or an iterable of ints; the masked layout's M is
     expected_m, the contiguous layout's the total rows), and return the distinct configurations. The layouts
     "wgrad" and "k_grouped_wgrad" build the weight gradients' kernels (M and N of the gradient; k may be None).
@@ -52,9 +61,9 @@ def precompile(n: int, k: int | None, *, layout: str = "normal", m=(1, 16384), g
     if fmt != "bfloat16" and n % 16:
         raise ValueError(f"n must be a multiple of 16 with out_dtype='float8_e4m3'; got {n}")
     sms = _sms(num_sms)
-    configs: dict[heuristics.KernelConfig, None] = {}
+    configs: dict = {}   # KernelConfig or SmallMConfig
     for rows in ms:
-        configs.setdefault(plan(layout, rows, n, k, groups, sms, fmt).config)
+        configs.setdefault(config_for(layout, rows, n, k, groups, sms, fmt))
     todo = list(configs)
     show = sys.stderr.isatty() if progress is None else bool(progress)
     label = f"precompile {layout} N={n}" + (f" K={k}" if k is not None else "") + (
@@ -62,7 +71,7 @@ def precompile(n: int, k: int | None, *, layout: str = "normal", m=(1, 16384), g
     start = time.perf_counter()
     if jobs == 1 or len(todo) < 2:
         for i, cfg in enumerate(todo):
-            fp8_gemm.build(cfg)
+            _build(cfg)
             _report(show, label, i + 1, len(todo), start)
     else:
         with ProcessPoolExecutor(max_workers=min(jobs, len(todo)),
@@ -75,8 +84,8 @@ def precompile(n: int, k: int | None, *, layout: str = "normal", m=(1, 16384), g
     return todo
 
 
-def _build(cfg: heuristics.KernelConfig) -> int:
-    return len(fp8_gemm.build(cfg))
+def _build(cfg) -> int:
+    return len(small_m.build(cfg) if isinstance(cfg, small_m.SmallMConfig) else fp8_gemm.build(cfg))
 
 
 def _report(show: bool, label: str, done: int, total: int, start: float) -> None:

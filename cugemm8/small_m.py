@@ -28,6 +28,7 @@ class SmallMConfig:
     row_tiles: int       # 16 rows of B each: a CTA's rows
     warps: int
     split: int           # CTAs of a cluster dividing the k-blocks (1: no cluster)
+    depth: int = 2       # k-blocks a warp has in flight
 
     @property
     def rows(self) -> int:
@@ -43,14 +44,14 @@ class SmallMConfig:
 
     def __str__(self) -> str:
         return (f"small-M N={self.n} K={self.k}: {self.rows} rows x {8 * self.token_tiles} tokens a CTA, "
-                f"{self.warps} warps" + (f", K split over {self.split}" if self.split > 1 else ""))
+                 f"{self.warps} warps, {self.depth} k-blocks in flight" + (f", K split over {self.split}" if self.split > 1 else ""))
 
 
 def render(cfg: SmallMConfig) -> str:
     """The translation unit of one configuration."""
     lines = ['#include "small_m.cuh"',
              f"namespace cg8 {{ using SmallM = SmallMConfig<{cfg.n}, {cfg.k}, {cfg.token_tiles}, {cfg.row_tiles}, "
-             f"{cfg.warps}, {cfg.split}>; }}"]
+             f"{cfg.warps}, {cfg.split}, {cfg.depth}>; }}"]
     if cfg.split > 1:
         lines.append(f"#define CG8_CLUSTER_DIMS __cluster_dims__({cfg.split}, 1, 1)")
     lines.append('#include "fp8_small_m.cu"')
