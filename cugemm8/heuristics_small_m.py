@@ -13,6 +13,7 @@ DEPTHS = (2, 4)             # k-blocks a warp has in flight
 BUFFER_REGS = 96
 NARROW_N = 512              # the rule's bounds (choose_small_m)
 NARROW_MIN_K = 4096
+MAX_M = 8
 TARGET_CTAS = 64
 _enabled = [True]
 
@@ -44,11 +45,11 @@ def choose_small_m(m: int, n: int, k: int, num_sms: int) -> SmallMConfig | None:
     """The small-M kernel's configuration for a dense bf16 GEMM, or None where the WGMMA kernel runs.
 
     It runs where it measured faster than the WGMMA kernel's pick (H200, bench/results/v30, NOTES.md v30):
-    narrow N (at most NARROW_N) with K >= NARROW_MIN_K and M <= 32, where few rows of B must be spread over
-    the SMs by splitting K. There about 64 CTAs, 32 rows of B a CTA (16 at M > 16, whose token tiles take the
-    registers), 8 warps, 2 k-blocks in flight, led every shape probed. Wider N streams B slower than the
-    WGMMA kernel's TMA loads (2.8 against 3.3 TB/s) and M = 32 is bound by the conversions and MMAs."""
-    if not _enabled[0] or not 1 <= m <= MAX_TOKENS or n > NARROW_N or k < NARROW_MIN_K:
+    narrow N (at most NARROW_N) with K >= NARROW_MIN_K and M <= MAX_M (one token tile), where few rows of B must
+    be spread over the SMs by splitting K. There about 64 CTAs, 32 rows of B a CTA, 8 warps and 2 k-blocks in
+    flight led every shape probed. Wider N streams B slower than the WGMMA kernel's TMA loads (2.8 against 3.3
+    TB/s), and from M = 16 the conversions and MMAs of more token tiles cost more than the split saves."""
+    if not _enabled[0] or not 1 <= m <= MAX_M or n > NARROW_N or k < NARROW_MIN_K:
         return None
     t = token_tiles_for(m)
     r = 2 if t <= 2 else 1
