@@ -117,8 +117,7 @@ EDGE_CASES = [
     {"name": "edge dense split K over 2 (64x16, M=1, N=8)", "layout": "normal", "m": 1, "n": 8, "k": 256,
      "force": (64, 16), "split_k": 2, "a_scale": "aligned"},
     # The small-M kernel (narrow N, K >= 4096, M <= 8), through the heuristic: K over a cluster of 8; a partial row
-    # block, a partial k-block and uneven shares; then the kernel forced (small_m.bind: four token tiles, one row
-    # tile of 8 valid rows) in the GPU tier
+    # block, a partial k-block and uneven shares
     {"name": "edge small-M M=1 N=256 K=4096 (K split over 8)", "layout": "normal", "m": 1, "n": 256, "k": 4096,
      "a_scale": "aligned"},
     {"name": "edge small-M M=5 N=264 K=4112 (partial row and k-blocks)", "layout": "normal", "m": 5, "n": 264,
