@@ -207,8 +207,11 @@ def build_cases(num_sms: int, tiny: bool) -> tuple[list[dict], str]:
             case["config"] = dataclasses.asdict(lib.make_config(
                 case["layout"], case["n"], case["k"], case.get("groups", 1), *case.pop("force"), **extra))
         inputs = plan_inputs(case)
-        cfg = lib.choose(*inputs[:5], num_sms, *inputs[5:]).config
-        case["chosen"] = dataclasses.asdict(cfg)
+        small = lib.small_m_choice(inputs[0], *inputs[1:4], num_sms, inputs[5])
+        if small is not None:   # the API runs the small-M kernel (compiled by the child)
+            case["chosen_small_m"] = dataclasses.asdict(small)
+        else:
+            case["chosen"] = dataclasses.asdict(lib.choose(*inputs[:5], num_sms, *inputs[5:]).config)
         cases.append(case)
     return cases, source
 
@@ -221,7 +224,7 @@ def case_configs(cases: list[dict], num_sms: int) -> list:
             out.append(lib.config(case["config"]))
         elif case["layout"] in WGRAD_LAYOUTS:
             out.append(wgrad_plan(case, num_sms))
-        else:
+        elif "chosen_small_m" not in case:
             inputs = plan_inputs(case)
             out.append(lib.choose(*inputs[:5], num_sms, *inputs[5:]).config)
     return list(dict.fromkeys(out))
