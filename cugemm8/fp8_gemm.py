@@ -217,6 +217,7 @@ class GemmLauncher:
         self._threads = cfg.threads
         self._smem = cfg.smem_bytes
         self._lock = threading.Lock()
+        self._label = f"{kernel_name(cfg)}, {cfg_str(cfg)}"   # for errors; formatted once, not per launch
         fns = runtime.libcuda_functions()
         self._cu_launch, self._cu_replace = fns["cuLaunchKernel"], fns["cuTensorMapReplaceAddress"]
         self._cu_launch_ex = fns["cuLaunchKernelEx"]
@@ -261,15 +262,7 @@ class GemmLauncher:
                 if err:
                     runtime.raise_driver_error("cuTensorMapReplaceAddress", err)
                 ptrs[i] = p
-        pdl = runtime.get_pdl()
-        err = self._launch(stream_ptr, pdl)
-        if err == runtime.ERROR_INVALID_CONTEXT:  # first launch from a thread where CuPy made no context current
-            runtime.ensure_context(self.kernel.device, force=True)
-            err = self._launch(stream_ptr, pdl)
-        if err:
-            what = "cuLaunchKernelEx" if pdl else "cuLaunchKernel"
-            cfg = self.kernel.config
-            runtime.raise_driver_error(f"{what}({kernel_name(cfg)}, {cfg_str(cfg)})", err)
+        runtime.launch_checked(self._launch, stream_ptr, self.kernel.device, self._label)
 
     def _launch(self, stream_ptr: int, pdl: bool) -> int:
         if pdl:  # programmatic dependent launch (runtime.set_pdl): the attribute needs cuLaunchKernelEx

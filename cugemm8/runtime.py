@@ -253,6 +253,19 @@ def pdl_launch_config(grid: int, threads: int, smem_bytes: int) -> LaunchConfig:
     return config
 
 
+def launch_checked(launch, stream_ptr: int, device: int, label: str) -> None:
+    """launch(stream_ptr, pdl) -> error code, with the PDL setting of set_pdl; once more after making `device`'s
+    context current if the calling thread had none (CuPy made none current there); raise CudaError on failure,
+    naming `label` (the kernel and its configuration)."""
+    pdl = get_pdl()
+    err = launch(stream_ptr, pdl)
+    if err == ERROR_INVALID_CONTEXT:
+        ensure_context(device, force=True)
+        err = launch(stream_ptr, pdl)
+    if err:
+        raise_driver_error(f"{'cuLaunchKernelEx' if pdl else 'cuLaunchKernel'}({label})", err)
+
+
 def raise_driver_error(name: str, err: int) -> None:
     """Raise CudaError for the error code ``err`` that the driver call ``name`` returned."""
     code = cu.CUresult(err)

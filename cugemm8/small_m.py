@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import cupy
 
 from . import jit, runtime
+from .layout import get_tma_aligned_size
 
 KERNEL_NAME = "cugemm8_fp8_small_m"
 MAX_TOKENS = 32          # rows of A the kernel takes (8 per token tile, at most 4 tiles)
@@ -97,20 +98,14 @@ class SmallMLauncher:
         self._pdl_config = runtime.pdl_launch_config(self.grid, cfg.threads, 0)
         self._pdl_config_ptr = ctypes.pointer(self._pdl_config)
         self._lock = threading.Lock()
+        self._label = f"{KERNEL_NAME}, {cfg}"   # for errors; formatted once, not per launch
 
     def launch(self, a_ptr: int, b_ptr: int, sa_ptr: int, d_ptr: int, sb_ptr: int, layout_ptr: int,
                stream_ptr: int, d_scale_ptr: int = 0) -> None:
         with self._lock:
             for slot, value in zip(self._ptrs, (a_ptr, sa_ptr, b_ptr, sb_ptr, d_ptr)):
                 slot.value = value
-            pdl = runtime.get_pdl()
-            err = self._launch(stream_ptr, pdl)
-            if err == runtime.ERROR_INVALID_CONTEXT:   # first launch from a thread where CuPy made no context current
-                runtime.ensure_context(self.kernel.device, force=True)
-                err = self._launch(stream_ptr, pdl)
-            if err:
-                runtime.raise_driver_error(f"{'cuLaunchKernelEx' if pdl else 'cuLaunchKernel'}({KERNEL_NAME}, "
-                                           f"{self.config})", err)
+            runtime.launch_checked(self._launch, stream_ptr, self.kernel.device, self._label)
 
     def _launch(self, stream_ptr: int, pdl: bool) -> int:
         if pdl:
@@ -123,8 +118,6 @@ class SmallMLauncher:
 def bind(cfg: SmallMConfig, a, a_scale, b, b_scale, out):
     """A callable that launches `cfg` on these arrays (a_scale in the TMA-aligned layout), for tools and tests;
     `run.launcher` is the SmallMLauncher."""
-    from .layout import get_tma_aligned_size
-
     m = a.shape[0]
     launcher = SmallMLauncher(cfg, a.data.device_id, m, a.strides[0], b.strides[0], get_tma_aligned_size(m, 4),
                               out.strides[0] // out.itemsize)
