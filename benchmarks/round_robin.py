@@ -3,7 +3,7 @@
 
     git archive <commit> cugemm8 cuda_src | tar -x -C /tmp/base
     python -m benchmarks.round_robin --base /tmp/base [--rounds 20] [--quick] [--sections dense,masked]
-                                     [--out FILE.json]
+                                     [--match REGEX] [--out FILE.json]
 
 The other checkout's package is loaded under the alias cugemm8_base (library.load): its own modules, its
 own cuda_src/, its own JIT cache keys. Each case (the benchmark's shapes) gets the heuristic's configuration
@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 import math
 import os
+import re
 import sys
 import time
 
@@ -130,6 +131,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=20, help="rounds (samples per case and variant)")
     ap.add_argument("--sections", default=",".join(DEFAULT_SECTIONS))
     ap.add_argument("--quick", action="store_true", help="the benchmark's quick subset of shapes")
+    ap.add_argument("--match", default=None, help="a regular expression: only the cases whose labels it finds")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
     sections = [s for s in args.sections.split(",") if s]
@@ -148,6 +150,8 @@ def main(argv=None) -> int:
     rng = cp.random.default_rng(20261122)
     fns, rows, cfgs = {}, [], {}
     for shape in cases(sections, args.quick):
+        if args.match and not re.search(args.match, shape.label):
+            continue
         row = {"label": shape.label, **dataclasses.asdict(shape)}
         try:
             calls, cfgs[shape.label], row["bitwise_equal"] = prepare(cp, cugemm8, libs, shape, sms, align, rng)

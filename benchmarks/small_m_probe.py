@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import types
 
@@ -41,6 +42,7 @@ def main(argv=None) -> int:
     p.add_argument("--shapes", default=DEFAULT_SHAPES, help="MxNxK, comma-separated")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--json", default=None)
+    p.add_argument("--only", default=None, help="a regular expression: only the configurations whose names match")
     args = p.parse_args(argv)
     stream = cp.cuda.Stream(non_blocking=False)
     timer = Timer(CudaDevice(stream))
@@ -64,6 +66,11 @@ def main(argv=None) -> int:
             pick = hs.choose_small_m(m, n, k, cugemm8.get_num_sms())
             checks = {}
             for cfg in candidates(m, n, k):
+                name = (f"T{cfg.token_tiles}R{cfg.row_tiles}W{cfg.warps}S{cfg.split}D{cfg.depth}"
+                        + (f"C{cfg.chunk}" if hasattr(cfg, "chunk") else ""))
+                if args.only and not re.search(args.only, name):
+                    continue
+                name += "*" if cfg == pick else ""
                 out = cp.empty((m, n), dtype=cugemm8.api.BF16)
                 run = small_m.bind(cfg, a, sa, b, sb, out)
                 run(stream_ptr=stream.ptr)
@@ -71,7 +78,6 @@ def main(argv=None) -> int:
                 run(stream_ptr=stream.ptr)
                 y = out.astype(cp.float32)
                 diff = float(1 - 2 * (y * ref).sum() / ((y * y + ref * ref).sum()))
-                name = f"T{cfg.token_tiles}R{cfg.row_tiles}W{cfg.warps}S{cfg.split}D{cfg.depth}" + ("*" if cfg == pick else "")
                 checks[name] = {"diff": diff, "repeatable": bool((first.view(cp.uint16) == out.view(cp.uint16)).all()),
                                 "config": vars(cfg)}
                 fns[name] = (lambda r=run: r(stream_ptr=stream.ptr))
