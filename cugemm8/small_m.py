@@ -1,8 +1,8 @@
 """The small-M kernel's host side (``cuda_src/small_m.cuh``): its configuration, source, cubin and launch.
 
-Dense GEMMs with a few rows of A (decode) read B's weights once; this kernel streams them into shared memory by
-1-D bulk copies (one per row and chunk of k-blocks), with B's rows on the MMA's 16-row side and A's rows on its
-8-wide side, and divides K over a cluster where B has too few rows to fill the SMs. The heuristic (heuristics.choose_small_m) decides when it
+Dense GEMMs with a few rows of A (decode) read B's weights once; this kernel reads them straight into
+registers, with B's rows on the MMA's 16-row side and A's rows on its 8-wide side, and divides K over a
+cluster where B has too few rows to fill the SMs. The heuristic (heuristics.choose_small_m) decides when it
 runs and with which configuration. No tensor maps: a launch only packs five pointers and five sizes.
 """
 from __future__ import annotations
@@ -28,9 +28,8 @@ class SmallMConfig:
     token_tiles: int     # 8 rows of A each
     row_tiles: int       # 16 rows of B each: a CTA's rows
     warps: int
-    split: int           # CTAs of a cluster dividing the chunks (1: no cluster)
-    depth: int = 2       # chunks a warp has in flight (the slots of its ring)
-    chunk: int = 1       # k-blocks of B a row's bulk copy carries
+    split: int           # CTAs of a cluster dividing the k-blocks (1: no cluster)
+    depth: int = 2       # k-blocks a warp has in flight
 
     @property
     def rows(self) -> int:
@@ -41,25 +40,19 @@ class SmallMConfig:
         return 32 * self.warps
 
     @property
-    def smem_bytes(self) -> int:
-        """The dynamic shared memory: each warp's ring of `depth` slots, each a chunk of its rows plus 64 bytes of
-        padding a row (cuda_src/small_m.cuh, kRowStride)."""
-        return self.warps * self.depth * self.rows * (128 * self.chunk + 64)
-
-    @property
     def grid(self) -> int:
         return -(-self.n // self.rows) * self.split
 
     def __str__(self) -> str:
         return (f"small-M N={self.n} K={self.k}: {self.rows} rows x {8 * self.token_tiles} tokens a CTA, "
-                 f"{self.warps} warps, {self.depth} chunks of {self.chunk} k-blocks in flight" + (f", K split over {self.split}" if self.split > 1 else ""))
+                 f"{self.warps} warps, {self.depth} k-blocks in flight" + (f", K split over {self.split}" if self.split > 1 else ""))
 
 
 def render(cfg: SmallMConfig) -> str:
     """The translation unit of one configuration."""
     lines = ['#include "small_m.cuh"',
              f"namespace cg8 {{ using SmallM = SmallMConfig<{cfg.n}, {cfg.k}, {cfg.token_tiles}, {cfg.row_tiles}, "
-             f"{cfg.warps}, {cfg.split}, {cfg.depth}, {cfg.chunk}>; }}"]
+             f"{cfg.warps}, {cfg.split}, {cfg.depth}>; }}"]
     if cfg.split > 1:
         lines.append(f"#define CG8_CLUSTER_DIMS __cluster_dims__({cfg.split}, 1, 1)")
     lines.append('#include "fp8_small_m.cu"')
@@ -82,7 +75,7 @@ def get_kernel(cfg: SmallMConfig, device: int) -> runtime.LoadedFunction:
         with _lock:
             kern = _kernels.get(key)
             if kern is None:
-                kern = _kernels[key] = runtime.LoadedFunction(build(cfg), KERNEL_NAME, device, cfg.smem_bytes, cfg.threads,
+                kern = _kernels[key] = runtime.LoadedFunction(build(cfg), KERNEL_NAME, device, 0, cfg.threads,
                                                               cfg.split, str(cfg))
     return kern
 
@@ -102,7 +95,7 @@ class SmallMLauncher:
         self._argv_addr = ctypes.addressof(self._argv)
         fns = runtime.libcuda_functions()
         self._cu_launch, self._cu_launch_ex = fns["cuLaunchKernel"], fns["cuLaunchKernelEx"]
-        self._pdl_config = runtime.pdl_launch_config(self.grid, cfg.threads, cfg.smem_bytes)
+        self._pdl_config = runtime.pdl_launch_config(self.grid, cfg.threads, 0)
         self._pdl_config_ptr = ctypes.pointer(self._pdl_config)
         self._lock = threading.Lock()
         self._label = f"{KERNEL_NAME}, {cfg}"   # for errors; formatted once, not per launch
@@ -118,8 +111,7 @@ class SmallMLauncher:
         if pdl:
             self._pdl_config.stream = stream_ptr
             return self._cu_launch_ex(self._pdl_config_ptr, self._function, self._argv_addr, None)
-        return self._cu_launch(self._function, self.grid, 1, 1, self.config.threads, 1, 1, self.config.smem_bytes,
-                               stream_ptr,
+        return self._cu_launch(self._function, self.grid, 1, 1, self.config.threads, 1, 1, 0, stream_ptr,
                                self._argv_addr, None)
 
 

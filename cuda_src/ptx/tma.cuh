@@ -1,5 +1,5 @@
-// Tensor memory accelerator (TMA): 2-D tile loads and 1-D bulk loads into shared memory (completing on an
-// mbarrier, optionally multicast to the CTAs of a cluster), and bulk stores and reduce-adds out of it.
+// Tensor memory accelerator (TMA): 2-D tile loads into shared memory (completing on an mbarrier,
+// optionally multicast to the CTAs of a cluster), and bulk stores and reduce-adds out of it.
 #pragma once
 #include "types.cuh"
 #include "memory.cuh"
@@ -34,16 +34,6 @@ __device__ __forceinline__ void tma_load_2d_hint(void* smem_dst, const CUtensorM
         " [%0], [%1, {%3, %4}], [%2], %5;"
         ::"r"(smem_addr(smem_dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_addr(bar)), "r"(c0), "r"(c1),
         "l"(policy)
-        : "memory");
-}
-
-// `bytes` contiguous bytes of global memory into shared memory (both 16-byte aligned, `bytes` a multiple of 16),
-// counted on barrier `bar` (complete_tx); no tensor map. With an L2 cache policy (l2_policy_evict_first).
-__device__ __forceinline__ void bulk_load_1d_hint(uint32_t smem_dst, const void* src, uint32_t bytes, uint32_t bar,
-                                                  uint64_t policy) {
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
-        ::"r"(smem_dst), "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(bar), "l"(policy)
         : "memory");
 }
 

@@ -1,12 +1,11 @@
 """CPU tier: the small-M kernel's rules (cugemm8.heuristics_small_m) and its SASS: every configuration the
-heuristic can pick and every one the probes try compiles with tensor-core MMAs, bulk copies and no local memory."""
+heuristic can pick and every one the probes try compiles with tensor-core MMAs and no local memory."""
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from cugemm8 import heuristics_small_m as hs
 from cugemm8 import jit, sass, small_m
-from cugemm8.heuristics import cluster_capacity
 
 
 def test_runs_only_on_narrow_weights_with_few_rows():
@@ -15,15 +14,15 @@ def test_runs_only_on_narrow_weights_with_few_rows():
     assert hs.choose_small_m(9, 256, 7168, 132) is None         # two token tiles: slower than the WGMMA kernel
     assert hs.choose_small_m(1, 520, 7168, 132) is None         # wider N: the WGMMA kernel streams B faster
     assert hs.choose_small_m(1, 256, 4080, 132) is None         # short K
-    assert hs.choose_small_m(1, 512, 7168, 8) is None           # more row blocks than SMs (set_num_sms)
+    assert hs.choose_small_m(1, 256, 7168, 32) is None          # an SM cap below the grid (set_num_sms)
 
 
 @pytest.mark.parametrize("m, n, k, rows, split", [(1, 256, 7168, 32, 8), (8, 512, 7168, 32, 4),
-                                                 (3, 264, 4096, 32, 8), (8, 8, 4096, 32, 8)])
-def test_picks_the_largest_resident_split(m, n, k, rows, split):
+                                                 (3, 264, 4096, 32, 4), (8, 8, 4096, 32, 8)])
+def test_picks_about_64_ctas(m, n, k, rows, split):
     cfg = hs.choose_small_m(m, n, k, 132)
-    assert (cfg.rows, cfg.split, cfg.warps, cfg.depth, cfg.chunk) == (rows, split, 8, 4, 1)
-    assert cfg.grid <= cluster_capacity(cfg.split, 132) and cfg.token_tiles * 8 >= m
+    assert (cfg.rows, cfg.split, cfg.warps, cfg.depth) == (rows, split, 8, 2)
+    assert cfg.grid <= hs.TARGET_CTAS and cfg.token_tiles * 8 >= m
 
 
 @given(m=st.integers(1, 32), n=st.integers(1, 64).map(lambda v: 8 * v), k=st.integers(256, 1024).map(lambda v: 16 * v),
@@ -32,8 +31,8 @@ def test_every_pick_fits_the_kernel(m, n, k, sms):
     cfg = hs.choose_small_m(m, n, k, sms)
     if cfg is None:
         return
-    assert hs.fits(cfg.token_tiles, cfg.row_tiles, cfg.warps, cfg.split, k, cfg.depth, cfg.chunk)
-    assert 8 * cfg.token_tiles >= m and cfg.grid <= cluster_capacity(cfg.split, sms) <= sms
+    assert hs.fits(cfg.token_tiles, cfg.row_tiles, cfg.warps, cfg.split, k)
+    assert 8 * cfg.token_tiles >= m and cfg.grid <= sms
     assert cfg == hs.choose_small_m(m, n, k, sms)   # deterministic
 
 
@@ -65,4 +64,3 @@ def test_config_compiles_with_mma_and_no_local_memory(cfg):
     listing = sass.disassemble(cubin)
     assert listing.count("HMMA.16816.F32") >= 8 * cfg.row_tiles * cfg.token_tiles   # one k-block's MMAs
     assert "F2FP.F16.E4M3" not in listing            # converted by integer operations, not the slow F2FP
-    assert "UBLKCP.S.G" in listing                   # B streamed by 1-D bulk copies
