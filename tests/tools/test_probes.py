@@ -1,4 +1,5 @@
-"""CPU tier for the probes' arguments (benchmarks.tile_probe, ablation_probe, stream_probe): no GPU, no compiling."""
+"""CPU tier for the probes (benchmarks.tile_probe, ablation_probe, stream_probe, l2_side_probe, stream_shape_probe):
+no GPU; only the last two probes' kernels are compiled, by NVRTC."""
 import pytest
 
 from benchmarks import ablation_probe
@@ -82,3 +83,34 @@ def test_split_tile_names():
         tile_config("128x128k3", 4096, 7168, "bfloat16")   # 16 fragments do not split 3 ways
     with pytest.raises(SystemExit, match="cannot split"):
         tile_config("128x128k2c2", 4096, 7168, "bfloat16")
+
+
+def test_two_groups_separates_two_latency_classes_and_not_one():
+    """l2_side_probe classes chunks by a two-means split; one class of latencies must read as one (low separation)."""
+    import random
+
+    from benchmarks.l2_side_probe import two_groups
+
+    rng = random.Random(3)
+    two = [rng.gauss(330, 8) for _ in range(500)] + [rng.gauss(450, 8) for _ in range(500)]
+    threshold, separation = two_groups(two)
+    assert 360 < threshold < 420 and separation > 3
+    _, one = two_groups([rng.gauss(330, 8) for _ in range(1000)])
+    assert one < 1.5
+
+
+@pytest.mark.parametrize("module", ["l2_side_probe", "stream_shape_probe"])
+def test_probe_kernels_compile_for_sm90a(module):
+    """The probes' own kernels (compiled by CuPy on the device) compile with NVRTC for sm_90a here."""
+    import importlib
+
+    from cuda.bindings import nvrtc
+
+    source = importlib.import_module(f"benchmarks.{module}").SOURCE
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), f"{module}.cu".encode(), 0, [], [])
+    assert err == nvrtc.nvrtcResult.NVRTC_SUCCESS
+    (result,) = nvrtc.nvrtcCompileProgram(prog, 2, [b"-arch=sm_90a", b"-std=c++17"])
+    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    log = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, log)
+    assert result == nvrtc.nvrtcResult.NVRTC_SUCCESS, log.decode()
