@@ -50,8 +50,12 @@ def _token_variants(env: Env, variants, old_source: str | None) -> dict:
     if old_source:
         with open(old_source) as f:
             text = quantize.inline_includes(f.read())
-        out["token-old"] = launcher(cp.RawKernel(text, "per_token_cast_to_fp8_vec", options=quantize.NVRTC_OPTIONS),
-                                    16 * 3)
+        if "per_token_cast_to_fp8_vec##kind" in text:   # v29 on: a kernel per input kind, launched as the library does
+            out["token-old"] = launcher(cp.RawKernel(text, "per_token_cast_to_fp8_vec2",
+                                                     options=quantize.NVRTC_OPTIONS), 64, 4)
+        else:   # v20-v28: one kernel for every input kind
+            out["token-old"] = launcher(cp.RawKernel(text, "per_token_cast_to_fp8_vec",
+                                                     options=quantize.NVRTC_OPTIONS), 16 * 3)
     return out
 
 
