@@ -76,32 +76,6 @@ extern "C" __global__ void per_token_cast_to_fp8(const void* __restrict__ x, int
 }
 
 // 8 consecutive elements as raw 16-byte words (one for 16-bit inputs, two for float32), and as floats.
-// The quantizers read their input once and write an output that is not read back by them: both go through L2 as
-// evict-first lines, which replace one another rather than other kernels' lines (whose write-back the protocol's
-// flush makes every large kernel pay: NOTES.md v18, v29, v32). Not volatile: one policy serves the whole kernel.
-__device__ __forceinline__ unsigned long long evict_first_policy() {
-    unsigned long long policy;
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-    return policy;
-}
-
-__device__ __forceinline__ uint4 ld_evict_first(const void* p) {
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(evict_first_policy()));
-    return v;
-}
-
-__device__ __forceinline__ void st_evict_first(void* p, uint2 v) {
-    asm volatile("st.global.L2::cache_hint.v2.u32 [%0], {%1, %2}, %3;" ::"l"(p), "r"(v.x), "r"(v.y),
-                 "l"(evict_first_policy()) : "memory");
-}
-
-__device__ __forceinline__ void st_evict_first(void* p, uint4 v) {
-    asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
-                 "r"(v.w), "l"(evict_first_policy()) : "memory");
-}
-
 template <int kInKind>
 struct Raw8 {
     uint4 w[kInKind == 0 ? 2 : 1];
@@ -111,10 +85,10 @@ template <int kInKind>
 __device__ __forceinline__ Raw8<kInKind> load_raw8(const void* x, long long i) {
     Raw8<kInKind> r;
     if constexpr (kInKind == 0) {
-        r.w[0] = ld_evict_first(static_cast<const float*>(x) + i);
-        r.w[1] = ld_evict_first(static_cast<const float*>(x) + i + 4);
+        r.w[0] = *reinterpret_cast<const uint4*>(static_cast<const float*>(x) + i);
+        r.w[1] = *reinterpret_cast<const uint4*>(static_cast<const float*>(x) + i + 4);
     } else {
-        r.w[0] = ld_evict_first(static_cast<const unsigned short*>(x) + i);
+        r.w[0] = *reinterpret_cast<const uint4*>(static_cast<const unsigned short*>(x) + i);
     }
     return r;
 }
@@ -221,7 +195,7 @@ __device__ __forceinline__ void per_token_vec(const void* __restrict__ x, unsign
                                                                          __fmul_rn(v[4 * h + 3], inv));
                         packed[h] = lo | (hi << 16);
                     }
-                    st_evict_first(q + at[b] + (part + 4 * j) * 8, make_uint2(packed[0], packed[1]));
+                    *reinterpret_cast<uint2*>(q + at[b] + (part + 4 * j) * 8) = make_uint2(packed[0], packed[1]);
                 }
             }
             const unsigned int tile = t0 + (quad & 7u) + b * quads;
@@ -343,7 +317,8 @@ __device__ __forceinline__ void per_block_vec(const void* __restrict__ x, unsign
                                                                  __fmul_rn(v[4 * j + 3], inv));
                 packed[j] = lo | (hi << 16);
             }
-            st_evict_first(q + base + static_cast<long long>(row) * cols + col, make_uint2(packed[0], packed[1]));
+            *reinterpret_cast<uint2*>(q + base + static_cast<long long>(row) * cols + col) =
+                make_uint2(packed[0], packed[1]);
         }
     }
     if (threadIdx.x == 0) {
@@ -470,7 +445,7 @@ __device__ __forceinline__ void per_token_t_vec(const void* __restrict__ x, unsi
         const int r = 32 * pass + threadIdx.x / 8, k = threadIdx.x % 8;
         if (c0 + r < cols && t0 + 16 * k < rows) {
             const uint4 w = *reinterpret_cast<const uint4*>(smem + r * 128 + 16 * (k ^ (r / kVec % 8)));
-            st_evict_first(q + plane + static_cast<long long>(c0 + r) * rows + t0 + 16 * k, w);
+            *reinterpret_cast<uint4*>(q + plane + static_cast<long long>(c0 + r) * rows + t0 + 16 * k) = w;
         }
     }
 }
