@@ -51,9 +51,18 @@ class Library:
             hs = self._mod("heuristics_small_m")
         except ModuleNotFoundError:
             return None
-        if layout != "normal" or out_format != "bfloat16":
-            return None
-        return hs.choose_small_m(m, n, k, num_sms)
+        if hasattr(hs, "for_call"):
+            return hs.for_call(layout, m, n, k, num_sms, out_format)
+        # v30, before for_call: the same rule
+        return hs.choose_small_m(m, n, k, num_sms) if layout == "normal" and out_format == "bfloat16" else None
+
+    def small_m_config(self, fields: dict):
+        """This package's SmallMConfig from another's fields (those it lacks keep their defaults)."""
+        return self._mod("small_m").SmallMConfig(**fields)
+
+    def small_m_bind(self, cfg, a, a_scale, b, b_scale, out):
+        """small_m.bind: a callable(stream_ptr=...) launching the small-M configuration `cfg` on these arrays."""
+        return self._mod("small_m").bind(cfg, a, a_scale, b, b_scale, out)
 
     def make_config(self, layout: str, n: int, k: int, groups: int, block_m: int, block_n: int, **kw):
         return self.heuristics.make_config(layout, n, k, groups, block_m, block_n, **kw)

@@ -14,43 +14,48 @@ import statistics
 
 from . import library
 from .protocol import CudaDevice, Timer
-from .tune import dense_inputs
+from .tune import dense_inputs, gpu_props, provenance
 
 DEFAULT_SHAPES = "1x256x4096,1x256x7168,1x512x4096,1x512x7168,4x256x7168,8x512x7168"
 
 
 def main(argv=None) -> int:
+    import dataclasses
+
     import cupy as cp
 
     import cugemm8
-    from cugemm8 import heuristics_small_m, small_m
+    from cugemm8 import heuristics_small_m
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", required=True, help="folder holding the other checkout's cugemm8/ and cuda_src/")
     ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="MxNxK, comma-separated (shapes the small-M kernel takes)")
     ap.add_argument("--rounds", type=int, default=40)
     args = ap.parse_args(argv)
-    base = library.load(args.base, "cugemm8_base")
-    hs_base, sm_base = base._mod("heuristics_small_m"), base._mod("small_m")
+    libs = {"base": library.load(args.base, "cugemm8_base"), "cur": library.current()}
+    sms = cugemm8.get_num_sms()
+    prov = provenance()
+    print(f"{gpu_props()['name']} ({sms} SMs), {prov['utc']}, driver {prov['driver_api_version']}, NVRTC "
+          f"{prov['nvrtc']}, cupy {prov['cupy']}; base {args.base}; cur {prov['git']}", flush=True)
     stream = cp.cuda.Stream(non_blocking=False)
     timer = Timer(CudaDevice(stream))
     for text in args.shapes.split(","):
         m, n, k = map(int, text.split("x"))
         with stream:
             a, sa, b, sb = dense_inputs(m, n, k)
-            cur, old = heuristics_small_m.choose_small_m(m, n, k, 132), hs_base.choose_small_m(m, n, k, 132)
+            old, cur = (libs[v].small_m_choice("normal", m, n, k, sms) for v in ("base", "cur"))
             if cur is None or old is None:
                 print(f"{text}: not a small-M shape in both checkouts")
                 continue
-            same = small_m.SmallMConfig(n, k, old.token_tiles, old.row_tiles, old.warps, old.split, old.depth)
             outs = {v: cp.empty((m, n), dtype=cugemm8.api.BF16) for v in ("wgmma", "base", "cur", "cur@base")}
 
             def wgmma():
                 with heuristics_small_m.disabled():
                     cugemm8.matmul(a, sa, b, sb, out=outs["wgmma"], stream=stream)
 
-            runs = {"base": sm_base.bind(old, a, sa, b, sb, outs["base"]), "cur": small_m.bind(cur, a, sa, b, sb, outs["cur"]),
-                    "cur@base": small_m.bind(same, a, sa, b, sb, outs["cur@base"])}
+            configs = {"base": (libs["base"], old), "cur": (libs["cur"], cur),
+                       "cur@base": (libs["cur"], libs["cur"].small_m_config(dataclasses.asdict(old)))}
+            runs = {v: lib.small_m_bind(cfg, a, sa, b, sb, outs[v]) for v, (lib, cfg) in configs.items()}
             fns = {"wgmma": wgmma, **{v: (lambda r=r: r(stream_ptr=stream.ptr)) for v, r in runs.items()}}
             for fn in fns.values():
                 fn()

@@ -10,14 +10,13 @@ first in the same run)."""
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import types
 
 from .protocol import CudaDevice, Timer
 from .shapes import gemm_bytes, roofline_fraction
-from .tune import dense_inputs
+from .tune import dense_inputs, gpu_props, provenance, write
 
 DEFAULT_SHAPES = ("1x256x7168,1x1024x7168,1x2112x7168,1x4096x7168,1x7168x2048,1x24576x1536,1x32768x512,"
                   "1x7168x16384,8x2112x7168,16x512x7168,16x4096x7168,32x2112x7168,32x7168x2048,32x256x4096")
@@ -93,10 +92,8 @@ def main(argv=None) -> int:
         rows.append({"shape": [m, n, k], "median_s": med, "checks": checks, "bytes": nbytes})
         del a, sa, b, sb, base_out, ref
         env.free()
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"floor": {"copy_bytes_per_s": bw, "empty_kernel_s": t0}, "rows": rows,
-                       "gpu": cp.cuda.runtime.getDeviceProperties(0)["name"].decode()}, f, indent=1)
+    write(args.json, {"gpu": gpu_props(), **provenance(), "floor": {"copy_bytes_per_s": bw, "empty_kernel_s": t0},
+                      "rows": rows})
     return 0
 
 

@@ -72,7 +72,7 @@ _MAX_PREPARED = 4096
 
 def _key(layout: str, device: int, arrays: tuple, extra=None) -> tuple:
     # The SM cap (set_num_sms) decides the grid, so it is part of the key.
-    parts = [layout, device, extra, runtime._num_sms_override.get(device), heuristics_small_m._enabled[0]]
+    parts = [layout, device, extra, runtime._num_sms_override.get(device), heuristics_small_m.enabled()]
     for x in arrays:
         if x is None:
             parts.append(None)
@@ -87,9 +87,7 @@ def _prepare(key: tuple, problem: Problem) -> _Prepared:
     p = problem
     runtime.require_hopper(p.device)
     launcher = None
-    small = None
-    if p.rows and p.n and p.k and p.layout == "normal" and p.out_format == "bfloat16":
-        small = heuristics_small_m.choose_small_m(p.rows, p.n, p.k, runtime.get_num_sms(p.device))
+    small = heuristics_small_m.for_call(p.layout, p.rows, p.n, p.k, runtime.get_num_sms(p.device), p.out_format)
     if small is not None:
         launcher = small_m.SmallMLauncher(small, p.device, p.rows, p.a_ld, p.b_ld, get_tma_aligned_size(p.rows, 4),
                                           p.d_ld)

@@ -62,6 +62,14 @@ def choose_small_m(m: int, n: int, k: int, num_sms: int) -> SmallMConfig | None:
     return cfg if fits(t, r, 8, split, k) and cfg.grid <= num_sms else None
 
 
+def for_call(layout: str, m: int, n: int, k: int, num_sms: int, out_format: str = "bfloat16") -> SmallMConfig | None:
+    """The small-M kernel's configuration for a call (the API's route and precompile's), or None where the WGMMA
+    kernel runs: it takes dense GEMMs with bf16 output and something to compute."""
+    if layout != "normal" or out_format != "bfloat16" or min(m, n, k) < 1:
+        return None
+    return choose_small_m(m, n, k, num_sms)
+
+
 def enabled() -> bool:
     return _enabled[0]
 

@@ -34,11 +34,8 @@ def plan(layout: str, m: int, n: int, k: int | None, groups: int, num_sms: int, 
 
 def config_for(layout: str, m: int, n: int, k: int | None, groups: int, num_sms: int, fmt: str = "bfloat16"):
     """The kernel configuration a call would run: the small-M kernel's where it is chosen, else plan()'s."""
-    if layout == "normal" and fmt == "bfloat16":
-        small = heuristics_small_m.choose_small_m(m, n, k, num_sms)
-        if small is not None:
-            return small
-    return plan(layout, m, n, k, groups, num_sms, fmt).config
+    small = heuristics_small_m.for_call(layout, m, n, k, num_sms, fmt) if k is not None else None
+    return small if small is not None else plan(layout, m, n, k, groups, num_sms, fmt).config
 
 
 def precompile(n: int, k: int | None, *, layout: str = "normal", m=(1, 16384), groups: int = 1,

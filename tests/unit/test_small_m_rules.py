@@ -64,3 +64,20 @@ def test_config_compiles_with_mma_and_no_local_memory(cfg):
     listing = sass.disassemble(cubin)
     assert listing.count("HMMA.16816.F32") >= 8 * cfg.row_tiles * cfg.token_tiles   # one k-block's MMAs
     assert "F2FP.F16.E4M3" not in listing            # converted by integer operations, not the slow F2FP
+
+
+def test_for_call_routes_only_dense_bf16_calls_with_work():
+    """The one route the API and precompile share: the small-M pick for dense bf16, None for other layouts, e4m3
+    output or an empty dimension."""
+    assert hs.for_call("normal", 1, 256, 7168, 132) == hs.choose_small_m(1, 256, 7168, 132) is not None
+    for layout, m, n, k, fmt in [("contiguous", 1, 256, 7168, "bfloat16"), ("masked", 1, 256, 7168, "bfloat16"),
+                                 ("normal", 1, 256, 7168, "float8_e4m3"), ("normal", 0, 256, 7168, "bfloat16"),
+                                 ("normal", 1, 0, 7168, "bfloat16"), ("normal", 1, 256, 0, "bfloat16")]:
+        assert hs.for_call(layout, m, n, k, 132, fmt) is None, (layout, m, n, k, fmt)
+
+
+def test_precompile_builds_the_small_m_pick():
+    from cugemm8.precompile import config_for   # the module: cugemm8.precompile is also the function
+
+    assert config_for("normal", 1, 256, 7168, 1, 132) == hs.choose_small_m(1, 256, 7168, 132)
+    assert not isinstance(config_for("normal", 64, 256, 7168, 1, 132), small_m.SmallMConfig)
