@@ -274,81 +274,8 @@ struct MainLoop {
     // done, then each column's partial sum scaled by its B scale, then its A scale. The scales are read before
     // the MMAs are issued and applied only to their results: loaded after, ptxas put the products sa * sb
     // between the wgmmas, so the last wgmma waited for the loads (NOTES.md v23).
-    // The weight gradient's two math warpgroups may take turns at the tensor cores (probe macros, NOTES.md
-    // v32): 1, the other may issue once this one has issued; 2, once this one's MMAs are done, so that one's
-    // promotion runs under the other's MMAs. Named barriers kTurnBarrier + wg: this warpgroup's turn.
-#if defined(CG8_PROBE_TURNS_DONE)
-    static constexpr uint32_t kTurns = Cfg::kNumMathWG == 2 ? 2 : 0;
-#elif defined(CG8_PROBE_TURNS_ISSUE)
-    static constexpr uint32_t kTurns = Cfg::kNumMathWG == 2 ? 1 : 0;
-#else
-    static constexpr uint32_t kTurns = 0;
-#endif
-    static constexpr uint32_t kTurnBarrier = 2;
-    // Warpgroup 1 gives warpgroup 0 the first turn once per kernel; the last turn it hands back is taken at
-    // the end (turns_end), so that every arrival on a turn barrier is matched.
-    __device__ __forceinline__ void turns_begin() const {
-        if constexpr (kTurns != 0) if (wg == 1) named_barrier_arrive(kTurnBarrier, Cfg::kMathThreads);
-    }
-    __device__ __forceinline__ void turns_end() const {
-        if constexpr (kTurns != 0) if (wg == 0) named_barrier_sync(kTurnBarrier, Cfg::kMathThreads);
-    }
-
-    // Two accumulators (probe macro): k-block kb + 1's MMAs are issued before kb is promoted, so this
-    // warpgroup keeps the tensor cores busy through its own promotion. kb's scales are read after kb + 1's
-    // MMAs are issued, and its stage released once it is promoted.
-    __device__ __forceinline__ void row_scales_two(uint32_t kb_begin, uint32_t kb_end) {
-        const uint32_t row = wg * 64 + warp * 16 + lane / 4;
-        if (kb_begin == kb_end) return;
-        auto start = [&](float (&d)[kFrag], uint32_t& st) {
-            st = ring.stage;
-            mbar_wait(&sm.full[st], ring.phase);
-            issue_mma(d, 0, st);
-            ring.advance();
-        };
-        auto retire = [&](float (&d)[kFrag], uint32_t st, auto pending) {
-            const float* sa = sm.sa + st * Cfg::kBlockM;
-            const float sa0 = sa[row], sa1 = sa[row + 8];
-            const float* sb = sm.sb_rows + st * (SmemLayout<Cfg>::kStageSB / 4) + 2 * (lane % 4);
-            float2 sbc[Cfg::kBlockN / 8];
-#pragma unroll
-            for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);
-            wgmma_wait<decltype(pending)::value>();
-#pragma unroll
-            for (uint32_t i = 0; i < kFrag; ++i) fence_operand(d[i]);
-#pragma unroll
-            for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) {
-                sum[0][i * 4 + 0] += sa0 * (sbc[i].x * d[i * 4 + 0]);
-                sum[0][i * 4 + 1] += sa0 * (sbc[i].y * d[i * 4 + 1]);
-                sum[0][i * 4 + 2] += sa1 * (sbc[i].x * d[i * 4 + 2]);
-                sum[0][i * 4 + 3] += sa1 * (sbc[i].y * d[i * 4 + 3]);
-            }
-            release(st);
-        };
-        uint32_t st0, st1;
-        start(acc[0], st0);
-        uint32_t kb = kb_begin + 1;
-#pragma unroll 1
-        for (; kb + 1 < kb_end; kb += 2) {
-            start(acc[1], st1);
-            retire(acc[0], st0, Const<1>{});
-            start(acc[0], st0);
-            retire(acc[1], st1, Const<1>{});
-        }
-        if (kb < kb_end) {
-            start(acc[1], st1);
-            retire(acc[0], st0, Const<1>{});
-            retire(acc[1], st1, Const<0>{});
-        } else {
-            retire(acc[0], st0, Const<0>{});
-        }
-    }
-
     __device__ __forceinline__ void row_scales(uint32_t kb_begin, uint32_t kb_end) {
         static_assert(Cfg::kRowScalesB && kSlabs == 1, "row_scales is the weight gradient's loop");
-#ifdef CG8_PROBE_WGRAD_TWO_ACC
-        if constexpr (kTurns == 0) return row_scales_two(kb_begin, kb_end);
-#endif
         const uint32_t row = wg * 64 + warp * 16 + lane / 4;
 #pragma unroll 1
         for (uint32_t kb = kb_begin; kb < kb_end; ++kb) {
@@ -364,15 +291,12 @@ struct MainLoop {
             float2 sbc[Cfg::kBlockN / 8];
 #pragma unroll
             for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);
-            if constexpr (kTurns != 0) named_barrier_sync(kTurnBarrier + wg, Cfg::kMathThreads);
             issue_mma(acc[0], 0, st);
-            if constexpr (kTurns == 1) named_barrier_arrive(kTurnBarrier + (wg ^ 1), Cfg::kMathThreads);
             wgmma_wait<0>();
-            if constexpr (kTurns == 2) named_barrier_arrive(kTurnBarrier + (wg ^ 1), Cfg::kMathThreads);
             release(st);
 #pragma unroll
             for (uint32_t i = 0; i < kFrag; ++i) fence_operand(acc[0][i]);
-#ifdef CG8_PROBE_NO_PROMOTE
+#ifdef CG8_PROBE_NO_PROMOTE  // benchmarks.ablation_probe, wgrad_probe only: one product kept
             sum[0][0] += sa0 * (sbc[0].x * acc[0][0]);
             ring.advance();
             continue;

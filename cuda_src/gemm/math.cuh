@@ -36,7 +36,6 @@ struct MathWarpgroups {
         float sum[Cfg::kSlabsPerWG][Loop::kFrag];
         Loop loop(sm, ring, acc, sum, wg, tid, warp, lane);
         uint32_t split_phase = 0;  // the parity of this CTA's split tiles so far (their exchange barriers)
-        if constexpr (Cfg::kRowScalesB) loop.turns_begin();
         if constexpr (Tiles::kFetchEarly) {
             bool more = tiles.next(t);
             while (more) {
@@ -52,7 +51,6 @@ struct MathWarpgroups {
             if constexpr (Cfg::kTailSplit)
                 if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_phase);
         }
-        if constexpr (Cfg::kRowScalesB) loop.turns_end();
         if (loop.store_thread) bulk_wait_group0();
     }
 

@@ -1,5 +1,6 @@
-"""CPU tier for the probes (benchmarks.tile_probe, ablation_probe, stream_probe, l2_side_probe, stream_shape_probe):
-no GPU; only the last two probes' kernels are compiled, by NVRTC."""
+"""CPU tier for the probes (benchmarks.tile_probe, ablation_probe, wgrad_probe, stream_probe, l2_side_probe,
+stream_shape_probe): no GPU; the last two probes' kernels, and a weight gradient with a probe macro, are compiled by
+NVRTC."""
 import pytest
 
 from benchmarks import ablation_probe
@@ -56,6 +57,35 @@ def test_ablation_variants_name_probe_macros_only():
 def test_unknown_variants_are_refused():
     with pytest.raises(SystemExit, match="unknown variants"):
         ablation_probe.main(["--variants", "base,no-lods"])
+    from benchmarks import wgrad_probe
+    with pytest.raises(SystemExit, match="unknown variants"):
+        wgrad_probe.main(["--variants", "base,turns"])
+
+
+def test_wgrad_tile_names():
+    from benchmarks.wgrad_probe import tile_config
+    from cugemm8 import heuristics_wgrad
+
+    assert tile_config("128x160", 2112) == heuristics_wgrad.make_config("normal", 2112, 1, 128, 160)
+    assert tile_config("128x128s5", 2112).stages == 5
+    with pytest.raises(SystemExit, match="expected BMxBN"):
+        tile_config("128x128k2", 2112)
+
+
+def test_no_promote_takes_the_weight_gradients_promotion_out():
+    """The weight gradient's loop honours CG8_PROBE_NO_PROMOTE (wgrad_probe's `no-promote`): its 2 x 80 FP32
+    operations a k-block (128x160: FMUL and FFMA per accumulator) are gone, the MMAs stay."""
+    from benchmarks import wgrad_probe
+    from cugemm8 import fp8_gemm, jit, sass
+
+    cfg = wgrad_probe.tile_config("128x160", 2112)
+    counts = {}
+    for variant in ("base", "no-promote"):
+        prefix = "".join(f"#define {name} 1\n" for name in ablation_probe.VARIANTS[variant])
+        text = sass.disassemble(jit.compile_cubin(prefix + fp8_gemm.render(cfg)))
+        counts[variant] = {op: text.count(op + " ") for op in ("FMUL", "FFMA", "QGMMA.64x160x32.F32.E4M3.E4M3")}
+    assert counts["no-promote"]["FMUL"] + counts["no-promote"]["FFMA"] <= counts["base"]["FMUL"] + counts["base"]["FFMA"] - 150
+    assert counts["no-promote"]["QGMMA.64x160x32.F32.E4M3.E4M3"] == counts["base"]["QGMMA.64x160x32.F32.E4M3.E4M3"]
 
 
 @pytest.mark.parametrize("argv", [["--token-variants", "1x4,2"], ["--sizes", "4096"], ["--token-variants", "1xa"]])
