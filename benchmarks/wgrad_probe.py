@@ -17,10 +17,12 @@ import os
 import re
 from concurrent.futures import ProcessPoolExecutor
 
-from .ablation_probe import VARIANTS, _build, _set
+from .ablation_probe import VARIANTS as ABLATIONS, _build, _set
 from .protocol import Timer
 from .tile_probe import report
 
+VARIANTS = {**ABLATIONS, "half-chains": ("CG8_PROBE_HALF_CHAINS",), "turns": ("CG8_PROBE_TURNS",),
+            "turns-half-chains": ("CG8_PROBE_TURNS", "CG8_PROBE_HALF_CHAINS")}
 TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?")
 
 
