@@ -7,8 +7,9 @@ interleaved on the same operands (the variants of benchmarks.ablation_probe; wro
 - `base`; `no-promote` (one product a k-block kept); `no-loads` (the producer declares each stage full without
   loading it); `mma-only` (both); `no-mma`; `loads-only` (no MMAs, promotion cut: the stage ring's pace alone).
 Tiles are BLOCK_MxBLOCK_N[sSTAGES] (heuristics_wgrad.make_config). NOTES.md v32 has what this measured, and the
-main-loop forms it timed before they were taken out of the sources (commit 15dbba1: the two math warpgroups
-taking turns at the tensor cores, and two accumulators a warpgroup)."""
+main-loop forms it timed before they were taken out of the sources (commits 15dbba1 and 1ec97db:
+the two math warpgroups taking turns at the tensor cores, two accumulators a warpgroup, two column-half MMA
+chains)."""
 from __future__ import annotations
 
 import argparse
@@ -17,12 +18,10 @@ import os
 import re
 from concurrent.futures import ProcessPoolExecutor
 
-from .ablation_probe import VARIANTS as ABLATIONS, _build, _set
+from .ablation_probe import VARIANTS, _build, _set
 from .protocol import Timer
 from .tile_probe import report
 
-VARIANTS = {**ABLATIONS, "half-chains": ("CG8_PROBE_HALF_CHAINS",), "turns": ("CG8_PROBE_TURNS",),
-            "turns-half-chains": ("CG8_PROBE_TURNS", "CG8_PROBE_HALF_CHAINS")}
 TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?")
 
 

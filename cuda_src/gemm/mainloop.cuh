@@ -107,27 +107,6 @@ struct MainLoop {
         }
     }
 
-#ifdef CG8_PROBE_HALF_CHAINS  // benchmarks.wgrad_probe only: the k-block as two column halves, two MMA chains
-    __device__ __forceinline__ void issue_mma_halves(float (&d)[kFrag], uint32_t st) const {
-        static_assert(Cfg::kBlockN % 32 == 0, "halves of whole 16-column steps");
-        constexpr uint32_t kHalfN = Cfg::kBlockN / 2;
-        float (&lo)[kFrag / 2] = *reinterpret_cast<float(*)[kFrag / 2]>(&d[0]);
-        float (&hi)[kFrag / 2] = *reinterpret_cast<float(*)[kFrag / 2]>(&d[kFrag / 2]);
-#pragma unroll
-        for (uint32_t i = 0; i < kFrag; ++i) fence_operand(d[i]);
-        wgmma_fence();
-        const uint32_t a_off = st * (SmemLayout<Cfg>::kStageA / 16) + Cfg::slab(wg_mma, 0) * (64 * kBlockK / 16);
-        const uint32_t b_off = st * (SmemLayout<Cfg>::kStageB / 16);
-        constexpr uint32_t kHalfB = kHalfN * kBlockK / 16;  // rows kHalfN.. of B, in 16-byte units
-#pragma unroll
-        for (uint32_t k = 0; k < kBlockK / 32; ++k) {
-            WgmmaFp8<kHalfN>::mma(lo, smem_desc_add(desc_a0, a_off + k * 2), smem_desc_add(desc_b0, b_off + k * 2), k);
-            WgmmaFp8<kHalfN>::mma(hi, smem_desc_add(desc_a0, a_off + k * 2), smem_desc_add(desc_b0, b_off + kHalfB + k * 2), k);
-        }
-        wgmma_commit();
-    }
-#endif
-
     // One 128-deep k-block (in stage `st`) of slab `w` into `d`: issued and committed, not waited for.
     __device__ __forceinline__ void issue_mma(float (&d)[kFrag], uint32_t w, uint32_t st) const {
 #ifdef CG8_PROBE_NO_MMA  // benchmarks.ablation_probe only: the loop waits for and releases its stages, no MMAs
@@ -312,19 +291,8 @@ struct MainLoop {
             float2 sbc[Cfg::kBlockN / 8];
 #pragma unroll
             for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);
-#if defined(CG8_PROBE_TURNS)  // benchmarks.wgrad_probe only: warpgroups take turns, MMAs done before the other's
-            constexpr bool kTurns = Cfg::kNumMathWG == 2;
-            if constexpr (kTurns) named_barrier_sync(2 + wg, Cfg::kMathThreads);
-#else
-            constexpr bool kTurns = false;
-#endif
-#ifdef CG8_PROBE_HALF_CHAINS
-            issue_mma_halves(acc[0], st);
-#else
             issue_mma(acc[0], 0, st);
-#endif
             wgmma_wait<0>();
-            if constexpr (kTurns) asm volatile("bar.arrive %0, %1;" ::"r"(2 + (wg ^ 1)), "n"(Cfg::kMathThreads) : "memory");
             release(st);
 #pragma unroll
             for (uint32_t i = 0; i < kFrag; ++i) fence_operand(acc[0][i]);

@@ -36,10 +36,6 @@ struct MathWarpgroups {
         float sum[Cfg::kSlabsPerWG][Loop::kFrag];
         Loop loop(sm, ring, acc, sum, wg, tid, warp, lane);
         uint32_t split_phase = 0;  // the parity of this CTA's split tiles so far (their exchange barriers)
-#ifdef CG8_PROBE_TURNS  // benchmarks.wgrad_probe only: warpgroup 1 gives 0 the first turn; 0 takes the last back
-        if constexpr (Cfg::kRowScalesB && Cfg::kNumMathWG == 2)
-            if (wg == 1) asm volatile("bar.arrive 2, %0;" ::"n"(Cfg::kMathThreads) : "memory");
-#endif
         if constexpr (Tiles::kFetchEarly) {
             bool more = tiles.next(t);
             while (more) {
@@ -55,10 +51,6 @@ struct MathWarpgroups {
             if constexpr (Cfg::kTailSplit)
                 if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_phase);
         }
-#ifdef CG8_PROBE_TURNS
-        if constexpr (Cfg::kRowScalesB && Cfg::kNumMathWG == 2)
-            if (wg == 0) named_barrier_sync(2, Cfg::kMathThreads);
-#endif
         if (loop.store_thread) bulk_wait_group0();
     }
 
