@@ -119,10 +119,12 @@ class Library:
     def render(self, cfg) -> str:
         return (self._host() or self._mod("kernels")).render(cfg)
 
-    def bind(self, cfg, a, a_scale, b, b_scale, out, *, layout=None, grid=None, ffma=None):
-        """run(out=..., stream_ptr=...) launching `cfg` on these arrays; run.launcher.grid/.kernel."""
+    def bind(self, cfg, a, a_scale, b, b_scale, out, *, layout=None, grid=None, ffma=None, out_scale=None):
+        """run(out=..., stream_ptr=...) launching `cfg` on these arrays (e4m3 output: its scales to `out_scale`);
+        run.launcher.grid/.kernel."""
+        extra = {} if out_scale is None else {"out_scale": out_scale}  # (packages before e4m3 output lack it)
         return (self._host() or self._mod("runtime")).bind(cfg, a, a_scale, b, b_scale, out, layout=layout, grid=grid,
-                                                          ffma=ffma)
+                                                          ffma=ffma, **extra)
 
     def device_properties(self, device: int) -> dict:
         return self._mod("runtime").device_properties(device)

@@ -3,7 +3,7 @@
 
     git archive <commit> cugemm8 cuda_src | tar -x -C /tmp/base
     python -m benchmarks.round_robin --base /tmp/base [--rounds 20] [--quick] [--sections dense,masked]
-                                     [--match REGEX] [--out FILE.json]
+                                     [--match REGEX] [--out-dtype float8_e4m3] [--out FILE.json]
 
 The other checkout's package is loaded under the alias cugemm8_base (library.load): its own modules, its
 own cuda_src/, its own JIT cache keys. Each case (the benchmark's shapes) gets the heuristic's configuration
@@ -11,7 +11,8 @@ of each package, launched on the same inputs; the outputs must be bitwise equal 
 rounds: every case and variant is timed once per round by the protocol (protocol.py: L2 flush, CUDA
 events; the order rotates by one every round), "base" twice ("base" and "base_aa"): the A/A ratio is this
 run's noise floor. Per case: the median-time ratio cur/base and the interquartile range of the per-round
-paired ratios.
+paired ratios. With --out-dtype float8_e4m3 (or float8_e4m3_ue8m0) every call writes e4m3 with 1x128 scales, and
+payloads and scales must both be bitwise equal.
 """
 from __future__ import annotations
 
@@ -107,21 +108,33 @@ def make_inputs(cp, cg, shape: Shape, a_rows: int, align: int, rng):
     return a, sa, b, sb, cp.asarray(draw_masked_m(g, shape.m)), (g, a_rows, n)
 
 
-def prepare(cp, cg, libs: dict, shape: Shape, sms: int, align: int, rng) -> tuple[dict, dict, bool]:
-    """Per variant: the bound call and its configuration; and whether the outputs are bitwise equal."""
+def prepare(cp, cg, libs: dict, shape: Shape, sms: int, align: int, rng,
+            out_format: str = "bfloat16") -> tuple[dict, dict, bool]:
+    """Per variant: the bound call and its configuration; and whether the outputs (e4m3: and their scales) are
+    bitwise equal."""
     layout, m, groups, a_rows = problem(shape, align)
     a, sa, b, sb, idx, out_shape = make_inputs(cp, cg, shape, a_rows, align, rng)
+    fp8 = out_format != "bfloat16"
     calls, cfgs, outs = {}, {}, {}
     for name, lib in libs.items():
-        plan = lib.choose(layout, m, shape.n, shape.k, groups, sms)
-        out = cp.empty(out_shape, dtype=cp.uint16)
-        out.fill(0xFFFF)   # NaN: an element left unwritten shows up as a difference
-        calls[name] = lib.bind(plan.config, a, sa, b, sb, out, layout=idx, grid=plan.grid)
+        plan = lib.choose(layout, m, shape.n, shape.k, groups, sms, *((out_format,) if fp8 else ()))
+        # NaN bits (e4m3 0xFF, bf16 0xFFFF): an element left unwritten shows up as a difference
+        out = cp.full(out_shape, 0xFF if fp8 else 0xFFFF, dtype=cp.uint8 if fp8 else cp.uint16)
+        scale = None
+        if fp8:
+            scale = cg.empty_scale((*out_shape[:-1], -(-shape.n // 128)))
+            scale.fill(float("nan"))
+        calls[name] = lib.bind(plan.config, a, sa, b, sb, out, layout=idx, grid=plan.grid, out_scale=scale)
         cfgs[name] = {**dataclasses.asdict(plan.config), "grid": plan.grid}
-        outs[name] = out
+        outs[name] = (out, scale)
         calls[name]()
     cp.cuda.get_current_stream().synchronize()
-    same = all(bool(cp.array_equal(o, outs["base"])) for o in outs.values())
+
+    def equal(x, y) -> bool:
+        return x is None or bool(cp.array_equal(x.view(cp.uint32) if x.dtype == cp.float32 else x,
+                                                y.view(cp.uint32) if y.dtype == cp.float32 else y))
+
+    same = all(equal(o, outs["base"][0]) and equal(s, outs["base"][1]) for o, s in outs.values())
     return calls, cfgs, same
 
 
@@ -132,6 +145,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sections", default=",".join(DEFAULT_SECTIONS))
     ap.add_argument("--quick", action="store_true", help="the benchmark's quick subset of shapes")
     ap.add_argument("--match", default=None, help="a regular expression: only the cases whose labels it finds")
+    ap.add_argument("--out-dtype", default="bfloat16", choices=("bfloat16", "float8_e4m3", "float8_e4m3_ue8m0"),
+                    help="the output every call writes (e4m3: with its 1x128 scales)")
     ap.add_argument("--out", default=None, help="write the results as JSON here")
     args = ap.parse_args(argv)
     sections = [s for s in args.sections.split(",") if s]
@@ -154,7 +169,8 @@ def main(argv=None) -> int:
             continue
         row = {"label": shape.label, **dataclasses.asdict(shape)}
         try:
-            calls, cfgs[shape.label], row["bitwise_equal"] = prepare(cp, cugemm8, libs, shape, sms, align, rng)
+            calls, cfgs[shape.label], row["bitwise_equal"] = prepare(cp, cugemm8, libs, shape, sms, align, rng,
+                                                                     args.out_dtype)
             row["configs"] = cfgs[shape.label]
             for v in VARIANTS:
                 fns[(shape.label, v)] = calls["base" if v == "base_aa" else v]
@@ -174,7 +190,7 @@ def main(argv=None) -> int:
           + (f"; DIFF {summ['diff']}" if summ["diff"] else ""))
     if args.out:
         write(args.out, {"gpu": gpu_props(), **provenance(), "base": os.path.abspath(args.base),
-                         "rounds": args.rounds, "variants": VARIANTS, "summary": summ, "rows": rows})
+                         "rounds": args.rounds, "out_dtype": args.out_dtype, "variants": VARIANTS, "summary": summ, "rows": rows})
     return 1 if summ["diff"] else 0
 
 

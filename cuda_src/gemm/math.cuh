@@ -187,23 +187,29 @@ struct MathWarpgroups {
         // The output tile is rewritten only once the previous tile's TMA store has read it.
         if (loop.store_thread) bulk_wait_group_read();
         named_barrier_sync(1, Cfg::kMathThreads);
+        // e4m3 output: scales for rows of the tile below `scale_rows` (rows past M, or past a masked group's count,
+        // stay as they are; 0 where another CTA writes them), at row m0 + r of the group's scale block.
+        float* scale = nullptr;
+        uint32_t scale_rows = 0;
         if constexpr (Cfg::kOutFp8) {
-            // Scales for rows of the tile below `valid` (rows past M, or past a masked group's count, stay as
-            // they are), at row m0 + r of the group's scale block.
             const uint32_t valid = min(t.rows - m0, Cfg::kBlockM);
-            float* scale = d_scale + uint64_t(n0 / 128) * ld_scale + m0;
+            scale = d_scale + uint64_t(n0 / 128) * ld_scale + m0;
             if constexpr (Tiles::kScalesPerGroup) scale += uint64_t(t.group) * Cfg::kScaleRowsB * ld_scale;
+            const uint32_t staged = loop.smem_d_addr + Out::kScaleStage;
             if constexpr (kSplitTile) {  // this CTA's chunk, with the tile rows' amax; the first CTA writes the scales
                 static_assert(Cfg::kBlockN == 128, "a split tile is one scale group");
+                scale_rows = t.split == 1 ? valid : 0u;
                 static_for<0, Cfg::kSplits>([&](auto chunk) {
                     if (chunk.value == t.split - 1)
                         Out::template write_rows<chunk.value * kChunkFrags, kChunkFrags>(
-                            loop.sum, amax, loop.smem_d_addr, scale, chunk.value == 0 ? valid : 0u, wg, warp, lane);
+                            loop.sum, amax, loop.smem_d_addr, staged, scale, scale_rows, wg, warp, lane);
                 });
             } else if constexpr (kGroupShared) {  // the group's first CTA writes the scales
-                Out::template write_rows<0, Cfg::kBlockN / 8>(loop.sum, amax, loop.smem_d_addr, scale,
-                                                              group_rank() == 0 ? valid : 0u, wg, warp, lane);
+                scale_rows = group_rank() == 0 ? valid : 0u;
+                Out::template write_rows<0, Cfg::kBlockN / 8>(loop.sum, amax, loop.smem_d_addr, staged, scale,
+                                                              scale_rows, wg, warp, lane);
             } else {
+                scale_rows = valid;
                 Out::write_tile_fp8(loop.sum, loop.smem_d_addr, scale, ld_scale, valid, wg, warp, lane);
             }
         } else if constexpr (Cfg::kOutF32) {  // added into D (the group's: t.group) by TMA reduce-add
@@ -219,6 +225,12 @@ struct MathWarpgroups {
             } else {
                 Out::template store_threads<kSplitTile>(loop.smem_d_addr, d, ldd, row0, n0, m0, t);
             }
+            // (Both passed a barrier after the staged scales were fenced; thread 0 is a store thread, whose
+            // bulk groups the next tile's bulk_wait_group_read and the kernel's end wait for.)
+            if constexpr (Cfg::kOutFp8)
+                if (wg == 0 && tid == 0)
+                    Out::template store_scales<kSplitTile || kGroupShared ? 1 : Cfg::kBlockN / 128>(
+                        loop.smem_d_addr, scale, ld_scale, scale_rows);
         }
         CG8_MARK(kTraceStored);
     }
