@@ -202,15 +202,15 @@ struct MathWarpgroups {
                 static_for<0, Cfg::kSplits>([&](auto chunk) {
                     if (chunk.value == t.split - 1)
                         Out::template write_rows<chunk.value * kChunkFrags, kChunkFrags>(
-                            loop.sum, amax, loop.smem_d_addr, staged, scale, scale_rows, wg, warp, lane);
+                            loop.sum, amax, loop.smem_d_addr, staged, wg, warp, lane);
                 });
             } else if constexpr (kGroupShared) {  // the group's first CTA writes the scales
                 scale_rows = group_rank() == 0 ? valid : 0u;
-                Out::template write_rows<0, Cfg::kBlockN / 8>(loop.sum, amax, loop.smem_d_addr, staged, scale,
-                                                              scale_rows, wg, warp, lane);
+                Out::template write_rows<0, Cfg::kBlockN / 8>(loop.sum, amax, loop.smem_d_addr, staged, wg, warp,
+                                                              lane);
             } else {
                 scale_rows = valid;
-                Out::write_tile_fp8(loop.sum, loop.smem_d_addr, scale, ld_scale, valid, wg, warp, lane);
+                Out::write_tile_fp8(loop.sum, loop.smem_d_addr, wg, warp, lane);
             }
         } else if constexpr (Cfg::kOutF32) {  // added into D (the group's: t.group) by TMA reduce-add
             Out::reduce_tile_f32(loop.sum, tmap_d, loop.smem_d_addr, sm.d, loop.store_thread, n0, row0,
