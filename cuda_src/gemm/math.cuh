@@ -225,12 +225,14 @@ struct MathWarpgroups {
             } else {
                 Out::template store_threads<kSplitTile>(loop.smem_d_addr, d, ldd, row0, n0, m0, t);
             }
-            // (Both passed a barrier after the staged scales were fenced; thread 0 is a store thread, whose
-            // bulk groups the next tile's bulk_wait_group_read and the kernel's end wait for.)
-            if constexpr (Cfg::kOutFp8)
-                if (wg == 0 && tid == 0)
-                    Out::template store_scales<kSplitTile || kGroupShared ? 1 : Cfg::kBlockN / 128>(
-                        loop.smem_d_addr, scale, ld_scale, scale_rows);
+            // The scales go as the payload did. (Both paths passed a barrier after the staged scales were fenced;
+            // thread 0 is a store thread, whose bulk groups the next tile's bulk_wait_group_read and the kernel's
+            // end wait for.)
+            if constexpr (Cfg::kOutFp8) {
+                constexpr uint32_t kGroups = kSplitTile || kGroupShared ? 1 : Cfg::kBlockN / 128;
+                if (by_threads) Out::template store_scales_by_threads<kGroups>(loop.smem_d_addr, scale, ld_scale, scale_rows);
+                else if (wg == 0 && tid == 0) Out::template store_scales<kGroups>(loop.smem_d_addr, scale, ld_scale, scale_rows);
+            }
         }
         CG8_MARK(kTraceStored);
     }
