@@ -108,11 +108,13 @@ struct Epilogue {
     // This thread's rows over fragments kF0 .. kF0 + kFrags - 1 (within one 128-column group, in one atom of
     // the tile), given each row's amax over the group, as e4m3 into the output tile at `base`: a lane holds
     // 2 bytes of a row per fragment and stores them (the quad's 8 bytes sit in one bank pair, rows on different
-    // chunks through the swizzle: one wavefront a store). The quad's first lane stages each row's scale at
-    // `staged` + 4 row (store_scales takes the valid rows out).
+    // chunks through the swizzle: one wavefront a store). If `stage` (this CTA writes the scales), the quad's first
+    // lane stages each row's scale at `staged` + 4 row (store_scales takes the valid rows out); a split tile's other
+    // CTAs pass false at compile time, and then the scales are not computed at all.
     template <uint32_t kF0, uint32_t kFrags>
     __device__ __forceinline__ static void write_rows(const Sums& sum, const RowValues& amax, uint32_t base,
-                                                      uint32_t staged, uint32_t wg, uint32_t warp, uint32_t lane) {
+                                                      uint32_t staged, bool stage, uint32_t wg, uint32_t warp,
+                                                      uint32_t lane) {
         static_assert(Cfg::kOutBytes == 1 && Cfg::kSwizzleD == Cfg::kAtomBytes, "one swizzled atom of e4m3 a row");
         static_assert(kF0 * 8 / Cfg::kAtomCols == ((kF0 + kFrags) * 8 - 1) / Cfg::kAtomCols, "fragments of one atom");
         constexpr bool kUe8m0 = Cfg::kOutFormat == OutFormat::kE4m3Ue8m0;
@@ -154,7 +156,7 @@ struct Epilogue {
 #pragma unroll
             for (uint32_t h = 0; h < 2; ++h) {
                 const uint32_t row = row0 + w * Cfg::kSlabStride + h * 8;
-                if (lane % 4 == 0) st_shared_u32(staged + row * 4, __float_as_uint(s[w][h]));
+                if (stage && lane % 4 == 0) st_shared_u32(staged + row * 4, __float_as_uint(s[w][h]));
             }
     }
 
@@ -165,7 +167,7 @@ struct Epilogue {
             constexpr uint32_t g = group.value;
             RowValues amax;
             rows_amax<g * 16, 16>(sum, amax);
-            write_rows<g * 16, 16>(sum, amax, base, base + kScaleStage + g * Cfg::kBlockM * 4, wg, warp, lane);
+            write_rows<g * 16, 16>(sum, amax, base, base + kScaleStage + g * Cfg::kBlockM * 4, true, wg, warp, lane);
         });
     }
 
@@ -271,7 +273,6 @@ struct Epilogue {
     __device__ __forceinline__ static void store_threads(const uint32_t& base, unsigned short* __restrict__ const& d,
                                                          const uint32_t& ldd, const uint32_t& row0, const uint32_t& n0,
                                                          const uint32_t& m0, const Tile<Cfg>& t) {
-        if constexpr (Cfg::kOutFp8) fence_proxy_async_smem();  // the staged scales, for store_scales' bulk copies
         named_barrier_sync(1, Cfg::kMathThreads);
         const uint32_t valid = min(t.rows - m0, Cfg::kBlockM);
         constexpr uint32_t kCols = kSplitTile ? Cfg::kBlockN / Cfg::kSplits : Cfg::kBlockN;

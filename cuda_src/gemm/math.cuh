@@ -202,12 +202,12 @@ struct MathWarpgroups {
                 static_for<0, Cfg::kSplits>([&](auto chunk) {
                     if (chunk.value == t.split - 1)
                         Out::template write_rows<chunk.value * kChunkFrags, kChunkFrags>(
-                            loop.sum, amax, loop.smem_d_addr, staged, wg, warp, lane);
+                            loop.sum, amax, loop.smem_d_addr, staged, chunk.value == 0, wg, warp, lane);
                 });
             } else if constexpr (kGroupShared) {  // the group's first CTA writes the scales
                 scale_rows = group_rank() == 0 ? valid : 0u;
-                Out::template write_rows<0, Cfg::kBlockN / 8>(loop.sum, amax, loop.smem_d_addr, staged, wg, warp,
-                                                              lane);
+                Out::template write_rows<0, Cfg::kBlockN / 8>(loop.sum, amax, loop.smem_d_addr, staged, scale_rows != 0,
+                                                              wg, warp, lane);
             } else {
                 scale_rows = valid;
                 Out::write_tile_fp8(loop.sum, loop.smem_d_addr, wg, warp, lane);
@@ -225,9 +225,9 @@ struct MathWarpgroups {
             } else {
                 Out::template store_threads<kSplitTile>(loop.smem_d_addr, d, ldd, row0, n0, m0, t);
             }
-            // The scales go as the payload did. (Both paths passed a barrier after the staged scales were fenced;
-            // thread 0 is a store thread, whose bulk groups the next tile's bulk_wait_group_read and the kernel's
-            // end wait for.)
+            // The scales go as the payload did: read back by the math threads after store_threads' barrier, or by
+            // a bulk copy after store_tma's fence and barrier (thread 0 is a store thread, whose bulk groups the
+            // next tile's bulk_wait_group_read and the kernel's end wait for).
             if constexpr (Cfg::kOutFp8) {
                 constexpr uint32_t kGroups = kSplitTile || kGroupShared ? 1 : Cfg::kBlockN / 128;
                 if (by_threads) Out::template store_scales_by_threads<kGroups>(loop.smem_d_addr, scale, ld_scale, scale_rows);
