@@ -108,13 +108,14 @@ struct Epilogue {
     // This thread's rows over fragments kF0 .. kF0 + kFrags - 1 (within one 128-column group, in one atom of
     // the tile), given each row's amax over the group, as e4m3 into the output tile at `base`: a lane holds
     // 2 bytes of a row per fragment and stores them (the quad's 8 bytes sit in one bank pair, rows on different
-    // chunks through the swizzle: one wavefront a store). If `stage` (this CTA writes the scales), the quad's first
-    // lane stages each row's scale at `staged` + 4 row (store_scales takes the valid rows out); a split tile's other
-    // CTAs pass false at compile time, and then the scales are not computed at all.
-    template <uint32_t kF0, uint32_t kFrags>
+    // chunks through the swizzle: one wavefront a store). The scales: kDirect (a split tile's chunk, which the
+    // math threads store), the quad's first lane stores its row's scale to scale[row] if the row is below `rows`
+    // (0 in the other CTAs of the tile: their scales are then not computed at all); otherwise, if `rows` is not 0,
+    // it stages it at `staged` + 4 row for store_scales.
+    template <uint32_t kF0, uint32_t kFrags, bool kDirect = false>
     __device__ __forceinline__ static void write_rows(const Sums& sum, const RowValues& amax, uint32_t base,
-                                                      uint32_t staged, bool stage, uint32_t wg, uint32_t warp,
-                                                      uint32_t lane) {
+                                                      uint32_t staged, float* __restrict__ scale, uint32_t rows,
+                                                      uint32_t wg, uint32_t warp, uint32_t lane) {
         static_assert(Cfg::kOutBytes == 1 && Cfg::kSwizzleD == Cfg::kAtomBytes, "one swizzled atom of e4m3 a row");
         static_assert(kF0 * 8 / Cfg::kAtomCols == ((kF0 + kFrags) * 8 - 1) / Cfg::kAtomCols, "fragments of one atom");
         constexpr bool kUe8m0 = Cfg::kOutFormat == OutFormat::kE4m3Ue8m0;
@@ -156,7 +157,11 @@ struct Epilogue {
 #pragma unroll
             for (uint32_t h = 0; h < 2; ++h) {
                 const uint32_t row = row0 + w * Cfg::kSlabStride + h * 8;
-                if (stage && lane % 4 == 0) st_shared_u32(staged + row * 4, __float_as_uint(s[w][h]));
+                if constexpr (kDirect) {
+                    if (lane % 4 == 0 && row < rows) scale[row] = s[w][h];
+                } else {
+                    if (rows != 0 && lane % 4 == 0) st_shared_u32(staged + row * 4, __float_as_uint(s[w][h]));
+                }
             }
     }
 
@@ -167,7 +172,8 @@ struct Epilogue {
             constexpr uint32_t g = group.value;
             RowValues amax;
             rows_amax<g * 16, 16>(sum, amax);
-            write_rows<g * 16, 16>(sum, amax, base, base + kScaleStage + g * Cfg::kBlockM * 4, true, wg, warp, lane);
+            write_rows<g * 16, 16>(sum, amax, base, base + kScaleStage + g * Cfg::kBlockM * 4, nullptr, 1u, wg, warp,
+                                   lane);
         });
     }
 
@@ -188,9 +194,8 @@ struct Epilogue {
         if (whole != 0) bulk_commit_group();
     }
 
-    // The same by the math threads, for tiles whose payload they store too (store_threads: a split tile's chunks,
-    // a masked group's last block): there a bulk copy would be the CTA's only bulk group, whose completion the
-    // kernel's end would wait for (16x512x7168: 1.09x the time). After store_threads' barrier.
+    // The same by the math threads, after store_threads' barrier, for a masked group's last block (its payload goes
+    // by threads too, and its rows past masked_m must stay as they are).
     template <uint32_t kGroups>
     __device__ __forceinline__ static void store_scales_by_threads(uint32_t base, float* __restrict__ scale,
                                                                    uint32_t ld_scale, uint32_t valid) {
