@@ -42,10 +42,7 @@ struct MainLoop {
     uint32_t smem_base;
     uint32_t smem_a_addr, smem_b_addr, smem_d_addr;
     uint64_t desc_a0, desc_b0;
-    bool store_thread;      // issues the output tile's TMA stores
-    // e4m3 output: issues the bulk copies of the tile's scales, from another warp than the stores, so that the two
-    // issue sequences run side by side. Both wait for their bulk reads before the D region is written again.
-    bool scale_thread;
+    bool store_thread;      // issues the output tile's TMA stores (thread 0 also its e4m3 scales' bulk copies)
     // The warpgroup index in a form ptxas knows to be warp-uniform, so the A descriptors stay on the
     // uniform datapath. BLOCK_N > 128 keeps the per-thread form, measured faster there (NOTES.md v11).
     uint32_t wg_mma;
@@ -60,7 +57,6 @@ struct MainLoop {
         smem_d_addr = shared(sm.d);
         desc_a0 = smem_desc_sw128(smem_a_addr), desc_b0 = smem_desc_sw128(smem_b_addr);
         store_thread = (wg == 0 && tid < (Cfg::kOutF32 ? 1 : Cfg::kNumAtoms));  // FP32: one issues every atom
-        scale_thread = Cfg::kOutFp8 && Cfg::kSplitK == 1 && wg == Cfg::kNumMathWG - 1 && tid == 32;  // (split-K tiles: none)
         wg_mma = Cfg::kBlockN <= 128 ? __shfl_sync(~0u, wg, 0) : wg;
     }
 

@@ -51,7 +51,7 @@ struct MathWarpgroups {
             if constexpr (Cfg::kTailSplit)
                 if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_phase);
         }
-        if (loop.store_thread || loop.scale_thread) bulk_wait_group0();
+        if (loop.store_thread) bulk_wait_group0();
     }
 
     // One tile: its passes, then the epilogue. fetch_next() (the policy's next tile) runs once, after
@@ -71,7 +71,7 @@ struct MathWarpgroups {
             // branches on it then keep the wgmma descriptors on the uniform datapath (NOTES.md v8).
             const uint32_t slabs = kWhole ? Loop::kAllSlabs : __reduce_or_sync(~0u, tiles.active_slabs(t, pass, wg));
             if constexpr (!Cfg::kRowScalesB)  // 1x128 B scales come with each stage instead
-                stage_b_scales<kSplitTile>(first_pass, group, n0, loop.store_thread || loop.scale_thread);
+                stage_b_scales<kSplitTile>(first_pass, group, n0, loop.store_thread);
             CG8_MARK(kTraceStaged);
             if constexpr (kSplitTile) Split::signal_ready(sm.split_ready, sm.split_received, sm.split_amax, t.split - 1);
             else if constexpr (kGroupShared) Split::signal_ready(sm.split_ready, sm.split_received, sm.split_amax, group_rank());
@@ -185,7 +185,7 @@ struct MathWarpgroups {
             if (tiles.zero_rows(t) != 0) Out::zero_rows(loop.sum, tiles.zero_rows(t));
         }
         // The output tile is rewritten only once the previous tile's TMA store has read it.
-        if (loop.store_thread || loop.scale_thread) bulk_wait_group_read();
+        if (loop.store_thread) bulk_wait_group_read();
         named_barrier_sync(1, Cfg::kMathThreads);
         // e4m3 output: scales for rows of the tile below `scale_rows` (rows past M, or past a masked group's count,
         // stay as they are; 0 where another CTA writes them), at row m0 + r of the group's scale block.
@@ -227,12 +227,13 @@ struct MathWarpgroups {
                 Out::template store_threads<kSplitTile>(loop.smem_d_addr, d, ldd, row0, n0, m0, t);
             }
             // The staged scales go as the payload did: by bulk copies after store_tma's fence and barrier (issued by
-            // the scale thread, whose bulk groups the next tile's bulk_wait_group_read and the kernel's end wait for),
-            // or read back by the math threads after store_threads' barrier. (A split tile's went already.)
+            // thread 0, a store thread, whose bulk groups the next tile's bulk_wait_group_read and the kernel's end
+            // wait for; from another warp they cost the contiguous 256x128 kernel 4-6%, NOTES.md v32), or read back
+            // by the math threads after store_threads' barrier. (A split tile's went already.)
             if constexpr (Cfg::kOutFp8 && !kSplitTile) {
                 constexpr uint32_t kGroups = kGroupShared ? 1 : Cfg::kBlockN / 128;
                 if (by_threads) Out::template store_scales_by_threads<kGroups>(loop.smem_d_addr, scale, ld_scale, scale_rows);
-                else if (loop.scale_thread) Out::template store_scales<kGroups>(loop.smem_d_addr, scale, ld_scale, scale_rows);
+                else if (wg == 0 && tid == 0) Out::template store_scales<kGroups>(loop.smem_d_addr, scale, ld_scale, scale_rows);
             }
         }
         CG8_MARK(kTraceStored);
