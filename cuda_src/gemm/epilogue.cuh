@@ -179,8 +179,8 @@ struct Epilogue {
 
     // The staged scales of kGroups groups out to scale[g * ld_scale + row] for the rows below `valid` (0: none; rows
     // past M, or past a masked group's count, stay as they are): one bulk copy a group for the rows below valid & ~3,
-    // the rest one by one. By one thread once every math thread has passed the barrier after staging them (and
-    // fenced its writes for the async proxy); the copies are committed as their own bulk group.
+    // the rest one by one. By store_tma's thread 0, once every math thread has passed the barrier after staging
+    // them (and fenced its writes for the async proxy); the copies join that thread's next bulk group.
     template <uint32_t kGroups>
     __device__ __forceinline__ static void store_scales(uint32_t base, float* __restrict__ scale, uint32_t ld_scale,
                                                         uint32_t valid) {
@@ -191,7 +191,6 @@ struct Epilogue {
             if (whole != 0) bulk_store_1d(scale + uint64_t(g) * ld_scale, staged, whole * 4);
             for (uint32_t r = whole; r < valid; ++r) scale[uint64_t(g) * ld_scale + r] = ld_shared_f32(staged + r * 4);
         }
-        if (whole != 0) bulk_commit_group();
     }
 
     // The same by the math threads, after store_threads' barrier, for a masked group's last block (its payload goes
@@ -206,12 +205,15 @@ struct Epilogue {
     }
 
     // The whole tile, one TMA store per atom (thread `tid` < kNumAtoms stores atom tid). TMA clips rows
-    // and columns past the tensor's end.
+    // and columns past the tensor's end. Thread 0 first runs `first` (e4m3: its scales' bulk copies, which then
+    // share the bulk group of atom 0's store).
+    template <class First>
     __device__ __forceinline__ static void store_tma(const CUtensorMap& tmap_d, const uint8_t* tile, uint32_t tid,
-                                                     bool store_thread, uint32_t n0, uint32_t row0) {
+                                                     bool store_thread, uint32_t n0, uint32_t row0, First&& first) {
         fence_proxy_async_smem();
         named_barrier_sync(1, Cfg::kMathThreads);
         if (store_thread) {
+            if (tid == 0) first();
             tma_store_2d(&tmap_d, tile + tid * (Cfg::kBlockM * Cfg::kAtomBytes), int32_t(n0 + tid * Cfg::kAtomCols),
                          int32_t(row0));
             bulk_commit_group();

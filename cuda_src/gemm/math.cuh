@@ -221,19 +221,20 @@ struct MathWarpgroups {
         }
         if constexpr (!Cfg::kOutF32) {
             const bool by_threads = kSplitTile || (Tiles::kStoresByThreads && tiles.store_by_threads(t));
+            // e4m3: the staged scales go as the payload does: by bulk copies in thread 0's bulk group of the tile's
+            // TMA stores (whose reads the next tile's bulk_wait_group_read and the kernel's end wait for; from
+            // another warp they cost the contiguous 256x128 kernel 4-6%, NOTES.md v32), or read back by the math
+            // threads after store_threads' barrier. (A split tile's went already, from its lanes.)
+            constexpr uint32_t kGroups = kGroupShared ? 1 : Cfg::kBlockN / 128;
             if (!by_threads) {
-                Out::store_tma(tmap_d, sm.d, tid, loop.store_thread, n0, row0);
+                Out::store_tma(tmap_d, sm.d, tid, loop.store_thread, n0, row0, [&] {
+                    if constexpr (Cfg::kOutFp8 && !kSplitTile)
+                        Out::template store_scales<kGroups>(loop.smem_d_addr, scale, ld_scale, scale_rows);
+                });
             } else {
                 Out::template store_threads<kSplitTile>(loop.smem_d_addr, d, ldd, row0, n0, m0, t);
-            }
-            // The staged scales go as the payload did: by bulk copies after store_tma's fence and barrier (issued by
-            // thread 0, a store thread, whose bulk groups the next tile's bulk_wait_group_read and the kernel's end
-            // wait for; from another warp they cost the contiguous 256x128 kernel 4-6%, NOTES.md v32), or read back
-            // by the math threads after store_threads' barrier. (A split tile's went already.)
-            if constexpr (Cfg::kOutFp8 && !kSplitTile) {
-                constexpr uint32_t kGroups = kGroupShared ? 1 : Cfg::kBlockN / 128;
-                if (by_threads) Out::template store_scales_by_threads<kGroups>(loop.smem_d_addr, scale, ld_scale, scale_rows);
-                else if (wg == 0 && tid == 0) Out::template store_scales<kGroups>(loop.smem_d_addr, scale, ld_scale, scale_rows);
+                if constexpr (Cfg::kOutFp8 && !kSplitTile)
+                    Out::template store_scales_by_threads<kGroups>(loop.smem_d_addr, scale, ld_scale, scale_rows);
             }
         }
         CG8_MARK(kTraceStored);
