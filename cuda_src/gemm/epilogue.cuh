@@ -6,7 +6,6 @@
 #pragma once
 #include "config.cuh"
 #include "tile.cuh"
-#include "smem.cuh"
 #include "trace.cuh"
 #include "../ptx/convert.cuh"
 #include "../ptx/memory.cuh"
@@ -95,27 +94,15 @@ struct Epilogue {
             for (uint32_t h = 0; h < 2; ++h) amax[w][h] = row_amax<kF0, kFrags>(sum, w, h);
     }
 
-    // The scales leave by the TMA unit: the quad's first lane puts its row's scale into shared memory, in the
-    // half of the D region that the bf16-sized tile leaves free (kBlockM floats a group), and store_scales copies
-    // each group's rows below valid & ~3 to global memory in one bulk copy (16-byte multiples; the TMA-aligned
-    // scale layout and m0, a multiple of 64 rows, keep the addresses 16-byte aligned), and the last valid & 3
-    // rows, which a copy would round past, one by one. (The lanes storing their rows' scales themselves, below
-    // `valid` only, took branches in the epilogue.)
-    static constexpr uint32_t kScaleStage = Cfg::kBlockM * Cfg::kBlockN;  // bytes into the D region
-    static_assert(!Cfg::kOutFp8 || kScaleStage + Cfg::kBlockN / 128 * Cfg::kBlockM * 4 <= SmemLayout<Cfg>::kTileD,
-                  "the staged scales fit beside the e4m3 tile");
-
     // This thread's rows over fragments kF0 .. kF0 + kFrags - 1 (within one 128-column group, in one atom of
     // the tile), given each row's amax over the group, as e4m3 into the output tile at `base`: a lane holds
     // 2 bytes of a row per fragment and stores them (the quad's 8 bytes sit in one bank pair, rows on different
-    // chunks through the swizzle: one wavefront a store). The scales: kDirect (a split tile's chunk, which the
-    // math threads store), the quad's first lane stores its row's scale to scale[row] if the row is below `rows`
-    // (0 in the other CTAs of the tile: their scales are then not computed at all); otherwise, if `rows` is not 0,
-    // it stages it at `staged` + 4 row for store_scales.
-    template <uint32_t kF0, uint32_t kFrags, bool kDirect = false>
+    // chunks through the swizzle: one wavefront a store). The quad's first lane writes each row's scale to
+    // scale[row] if the row is below `valid` (0: no scales).
+    template <uint32_t kF0, uint32_t kFrags>
     __device__ __forceinline__ static void write_rows(const Sums& sum, const RowValues& amax, uint32_t base,
-                                                      uint32_t staged, float* __restrict__ scale, uint32_t rows,
-                                                      uint32_t wg, uint32_t warp, uint32_t lane) {
+                                                      float* __restrict__ scale, uint32_t valid, uint32_t wg,
+                                                      uint32_t warp, uint32_t lane) {
         static_assert(Cfg::kOutBytes == 1 && Cfg::kSwizzleD == Cfg::kAtomBytes, "one swizzled atom of e4m3 a row");
         static_assert(kF0 * 8 / Cfg::kAtomCols == ((kF0 + kFrags) * 8 - 1) / Cfg::kAtomCols, "fragments of one atom");
         constexpr bool kUe8m0 = Cfg::kOutFormat == OutFormat::kE4m3Ue8m0;
@@ -157,63 +144,29 @@ struct Epilogue {
 #pragma unroll
             for (uint32_t h = 0; h < 2; ++h) {
                 const uint32_t row = row0 + w * Cfg::kSlabStride + h * 8;
-                if constexpr (kDirect) {
-                    if (lane % 4 == 0 && row < rows) scale[row] = s[w][h];
-                } else {
-                    if (rows != 0 && lane % 4 == 0) st_shared_u32(staged + row * 4, __float_as_uint(s[w][h]));
-                }
+                if (lane % 4 == 0 && row < valid) scale[row] = s[w][h];
             }
     }
 
-    // The whole tile as e4m3, group by group, its scales staged (store_scales takes them out).
-    __device__ __forceinline__ static void write_tile_fp8(const Sums& sum, uint32_t base, uint32_t wg, uint32_t warp,
+    // The whole tile as e4m3, group by group; scales to scale[g * ld_scale + row].
+    __device__ __forceinline__ static void write_tile_fp8(const Sums& sum, uint32_t base, float* __restrict__ scale,
+                                                          uint32_t ld_scale, uint32_t valid, uint32_t wg, uint32_t warp,
                                                           uint32_t lane) {
         static_for<0, Cfg::kBlockN / 128>([&](auto group) {
             constexpr uint32_t g = group.value;
             RowValues amax;
             rows_amax<g * 16, 16>(sum, amax);
-            write_rows<g * 16, 16>(sum, amax, base, base + kScaleStage + g * Cfg::kBlockM * 4, nullptr, 1u, wg, warp,
-                                   lane);
+            write_rows<g * 16, 16>(sum, amax, base, scale + g * ld_scale, valid, wg, warp, lane);
         });
     }
 
-    // The staged scales of kGroups groups out to scale[g * ld_scale + row] for the rows below `valid` (0: none; rows
-    // past M, or past a masked group's count, stay as they are): one bulk copy a group for the rows below valid & ~3,
-    // the rest one by one. By store_tma's thread 0, once every math thread has passed the barrier after staging
-    // them (and fenced its writes for the async proxy); the copies join that thread's next bulk group.
-    template <uint32_t kGroups>
-    __device__ __forceinline__ static void store_scales(uint32_t base, float* __restrict__ scale, uint32_t ld_scale,
-                                                        uint32_t valid) {
-        const uint32_t whole = valid & ~3u;
-#pragma unroll
-        for (uint32_t g = 0; g < kGroups; ++g) {
-            const uint32_t staged = base + kScaleStage + g * Cfg::kBlockM * 4;
-            if (whole != 0) bulk_store_1d(scale + uint64_t(g) * ld_scale, staged, whole * 4);
-            for (uint32_t r = whole; r < valid; ++r) scale[uint64_t(g) * ld_scale + r] = ld_shared_f32(staged + r * 4);
-        }
-    }
-
-    // The same by the math threads, after store_threads' barrier, for a masked group's last block (its payload goes
-    // by threads too, and its rows past masked_m must stay as they are).
-    template <uint32_t kGroups>
-    __device__ __forceinline__ static void store_scales_by_threads(uint32_t base, float* __restrict__ scale,
-                                                                   uint32_t ld_scale, uint32_t valid) {
-        for (uint32_t i = threadIdx.x; i < kGroups * valid; i += Cfg::kMathThreads) {
-            const uint32_t g = i / valid, r = i % valid;
-            scale[uint64_t(g) * ld_scale + r] = ld_shared_f32(base + kScaleStage + (g * Cfg::kBlockM + r) * 4);
-        }
-    }
-
     // The whole tile, one TMA store per atom (thread `tid` < kNumAtoms stores atom tid). TMA clips rows
-    // and columns past the tensor's end. Thread 0 first runs `first` (e4m3: its scales' bulk copies, which then
-    // share the bulk group of atom 0's store).
-    template <class First>
+    // and columns past the tensor's end.
     __device__ __forceinline__ static void store_tma(const CUtensorMap& tmap_d, const uint8_t* tile, uint32_t tid,
-                                                     bool store_thread, uint32_t n0, uint32_t row0, First&& first) {
+                                                     bool store_thread, uint32_t n0, uint32_t row0) {
         fence_proxy_async_smem();
         named_barrier_sync(1, Cfg::kMathThreads);
         if (store_thread) {
-            if (tid == 0) first();
             tma_store_2d(&tmap_d, tile + tid * (Cfg::kBlockM * Cfg::kAtomBytes), int32_t(n0 + tid * Cfg::kAtomCols),
                          int32_t(row0));
             bulk_commit_group();

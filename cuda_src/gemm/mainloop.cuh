@@ -42,7 +42,7 @@ struct MainLoop {
     uint32_t smem_base;
     uint32_t smem_a_addr, smem_b_addr, smem_d_addr;
     uint64_t desc_a0, desc_b0;
-    bool store_thread;      // issues the output tile's TMA stores (thread 0 also its e4m3 scales' bulk copies)
+    bool store_thread;      // issues the output tile's TMA stores
     // The warpgroup index in a form ptxas knows to be warp-uniform, so the A descriptors stay on the
     // uniform datapath. BLOCK_N > 128 keeps the per-thread form, measured faster there (NOTES.md v11).
     uint32_t wg_mma;

@@ -187,31 +187,24 @@ struct MathWarpgroups {
         // The output tile is rewritten only once the previous tile's TMA store has read it.
         if (loop.store_thread) bulk_wait_group_read();
         named_barrier_sync(1, Cfg::kMathThreads);
-        // e4m3 output: scales for rows of the tile below `scale_rows` (rows past M, or past a masked group's count,
-        // stay as they are; 0 where another CTA writes them), at row m0 + r of the group's scale block.
-        float* scale = nullptr;
-        uint32_t scale_rows = 0;
         if constexpr (Cfg::kOutFp8) {
+            // Scales for rows of the tile below `valid` (rows past M, or past a masked group's count, stay as
+            // they are), at row m0 + r of the group's scale block.
             const uint32_t valid = min(t.rows - m0, Cfg::kBlockM);
-            scale = d_scale + uint64_t(n0 / 128) * ld_scale + m0;
+            float* scale = d_scale + uint64_t(n0 / 128) * ld_scale + m0;
             if constexpr (Tiles::kScalesPerGroup) scale += uint64_t(t.group) * Cfg::kScaleRowsB * ld_scale;
-            const uint32_t staged = loop.smem_d_addr + Out::kScaleStage;
             if constexpr (kSplitTile) {  // this CTA's chunk, with the tile rows' amax; the first CTA writes the scales
                 static_assert(Cfg::kBlockN == 128, "a split tile is one scale group");
-                // (stored by their lanes, as the chunk's payload by the threads; scale_rows stays 0)
                 static_for<0, Cfg::kSplits>([&](auto chunk) {
                     if (chunk.value == t.split - 1)
-                        Out::template write_rows<chunk.value * kChunkFrags, kChunkFrags, true>(
-                            loop.sum, amax, loop.smem_d_addr, staged, scale, chunk.value == 0 ? valid : 0u, wg, warp,
-                            lane);
+                        Out::template write_rows<chunk.value * kChunkFrags, kChunkFrags>(
+                            loop.sum, amax, loop.smem_d_addr, scale, chunk.value == 0 ? valid : 0u, wg, warp, lane);
                 });
             } else if constexpr (kGroupShared) {  // the group's first CTA writes the scales
-                scale_rows = group_rank() == 0 ? valid : 0u;
-                Out::template write_rows<0, Cfg::kBlockN / 8>(loop.sum, amax, loop.smem_d_addr, staged, scale,
-                                                              scale_rows, wg, warp, lane);
+                Out::template write_rows<0, Cfg::kBlockN / 8>(loop.sum, amax, loop.smem_d_addr, scale,
+                                                              group_rank() == 0 ? valid : 0u, wg, warp, lane);
             } else {
-                scale_rows = valid;
-                Out::write_tile_fp8(loop.sum, loop.smem_d_addr, wg, warp, lane);
+                Out::write_tile_fp8(loop.sum, loop.smem_d_addr, scale, ld_scale, valid, wg, warp, lane);
             }
         } else if constexpr (Cfg::kOutF32) {  // added into D (the group's: t.group) by TMA reduce-add
             Out::reduce_tile_f32(loop.sum, tmap_d, loop.smem_d_addr, sm.d, loop.store_thread, n0, row0,
@@ -221,20 +214,10 @@ struct MathWarpgroups {
         }
         if constexpr (!Cfg::kOutF32) {
             const bool by_threads = kSplitTile || (Tiles::kStoresByThreads && tiles.store_by_threads(t));
-            // e4m3: the staged scales go as the payload does: by bulk copies in thread 0's bulk group of the tile's
-            // TMA stores (whose reads the next tile's bulk_wait_group_read and the kernel's end wait for; from
-            // another warp they cost the contiguous 256x128 kernel 4-6%, NOTES.md v32), or read back by the math
-            // threads after store_threads' barrier. (A split tile's went already, from its lanes.)
-            constexpr uint32_t kGroups = kGroupShared ? 1 : Cfg::kBlockN / 128;
             if (!by_threads) {
-                Out::store_tma(tmap_d, sm.d, tid, loop.store_thread, n0, row0, [&] {
-                    if constexpr (Cfg::kOutFp8 && !kSplitTile)
-                        Out::template store_scales<kGroups>(loop.smem_d_addr, scale, ld_scale, scale_rows);
-                });
+                Out::store_tma(tmap_d, sm.d, tid, loop.store_thread, n0, row0);
             } else {
                 Out::template store_threads<kSplitTile>(loop.smem_d_addr, d, ldd, row0, n0, m0, t);
-                if constexpr (Cfg::kOutFp8 && !kSplitTile)
-                    Out::template store_scales_by_threads<kGroups>(loop.smem_d_addr, scale, ld_scale, scale_rows);
             }
         }
         CG8_MARK(kTraceStored);

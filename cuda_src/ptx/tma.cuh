@@ -64,13 +64,6 @@ __device__ __forceinline__ void tma_reduce_add_3d(const CUtensorMap* map, const 
                  : "memory");
 }
 
-// A 1-D bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from shared to global memory, by
-// the TMA unit, in this thread's bulk group.
-__device__ __forceinline__ void bulk_store_1d(void* gmem_dst, uint32_t smem_src, uint32_t bytes) {
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;"
-                 ::"l"(reinterpret_cast<uint64_t>(gmem_dst)), "r"(smem_src), "r"(bytes) : "memory");
-}
-
 __device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 
 // Waits until the source shared memory of the committed bulk stores, all but the kPending most recent ones,
