@@ -18,11 +18,10 @@ import os
 import re
 from concurrent.futures import ProcessPoolExecutor
 
-from .ablation_probe import VARIANTS as ABLATIONS, _build, _set
+from .ablation_probe import VARIANTS, _build, _set
 from .protocol import Timer
 from .tile_probe import report
 
-VARIANTS = {**ABLATIONS, "mma-only-one-wg": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS", "CG8_PROBE_ONE_WG_MMA")}
 TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?")
 
 

@@ -291,11 +291,7 @@ struct MainLoop {
             float2 sbc[Cfg::kBlockN / 8];
 #pragma unroll
             for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);
-#ifdef CG8_PROBE_ONE_WG_MMA  // probe only: warpgroup 1 issues no MMAs (how fast one warpgroup's MMAs run alone)
-            if (wg == 0) issue_mma(acc[0], 0, st);
-#else
             issue_mma(acc[0], 0, st);
-#endif
             wgmma_wait<0>();
             release(st);
 #pragma unroll
