@@ -61,49 +61,71 @@ def _build(job) -> int:
     return len(library.current().build(cfg))
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--shapes", default="8192x4096x7168,8192x7168x16384", help="MxNxK, comma-separated")
-    p.add_argument("--tiles", default="256x128,128x128,128x192", help="BLOCK_MxBLOCK_N[sSTAGES][c2], comma-separated")
+def probe_args(argv, doc: str, shapes: str, tiles: str, tiles_form: str):
+    """The ablation probes' command line (this one's and wgrad_probe's): --shapes, --tiles, --variants (checked
+    against VARIANTS), --reps. Returns (args, shapes as (M, N, K), tiles, variants)."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("--shapes", default=shapes, help="MxNxK, comma-separated")
+    p.add_argument("--tiles", default=tiles, help=f"{tiles_form}, comma-separated")
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--reps", type=int, default=20)
     args = p.parse_args(argv)
-    tiles, variants = args.tiles.split(","), args.variants.split(",")
+    variants = args.variants.split(",")
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise SystemExit(f"unknown variants {unknown}; expected some of {', '.join(VARIANTS)}")
+    return (args, [tuple(int(v) for v in shape.split("x")) for shape in args.shapes.split(",")],
+            args.tiles.split(","), variants)
+
+
+def build_all(configs, variants: list[str]) -> None:
+    """Every configuration built with every variant's macros, compiled in parallel (the launches then find them)."""
+    jobs = list(dict.fromkeys((cfg, VARIANTS[v]) for cfg in configs for v in variants))
+    with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1),
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(_build, jobs))
+
+
+def time_variants(timer, shape: tuple, binders: dict, variants: list[str], reps: int) -> None:
+    """binders: per tile label, a function that binds that configuration's call (built with the macros set now).
+    Each variant is bound under its macros, all are timed interleaved, and each is reported against its tile's
+    `base` (the names are "<tile> <variant>")."""
+    m, n, k = shape
+    fns = {}
+    for label, bind in binders.items():
+        for v in variants:
+            _set(VARIANTS[v])
+            fns[f"{label} {v}"] = bind()
+    _set(())
+    for run in fns.values():
+        run()
+    times = timer.interleaved(fns, reps, rotate=True)
+    report(f"{m}x{n}x{k}", times, 2 * m * n * k, lambda name: name.rsplit(" ", 1)[0] + " base", "base")
+
+
+def main(argv=None) -> int:
+    args, shapes, tiles, variants = probe_args(argv, __doc__, "8192x4096x7168,8192x7168x16384",
+                                               "256x128,128x128,128x192", "BLOCK_MxBLOCK_N[sSTAGES][c2]")
 
     import cupy
 
     import cugemm8
     from cugemm8 import fp8_gemm, heuristics
 
-    shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes.split(",")]
     configs = {(m, n, k, tile): tile_config(tile, n, k, "bfloat16") for m, n, k in shapes for tile in tiles}
-    jobs = list(dict.fromkeys((cfg, VARIANTS[v]) for cfg in configs.values() for v in variants))
-    with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1),
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
-        list(pool.map(_build, jobs))
+    build_all(configs.values(), variants)
 
     timer = Timer(settle_s=0.5, warmup=3)
     for m, n, k in shapes:
         a, sa, b, sb = dense_inputs(m, n, k)
         out = cupy.empty((m, n), dtype=cugemm8.api.BF16)
-        fns = {}
+        binders = {}
         for tile in tiles:
             cfg = configs[m, n, k, tile]
             grid = heuristics.grid_for(cfg, -(-m // cfg.block_m) * -(-n // cfg.block_n), 132)
-            for v in variants:
-                _set(VARIANTS[v])
-                pairs = " pairs" if cfg.cluster > 1 else ""
-                fns[f"{cfg.block_m}x{cfg.block_n} s{cfg.stages}{pairs} {v}"] = fp8_gemm.bind(cfg, a, sa, b, sb, out,
-                                                                                        grid=grid)
-        _set(())
-        for run in fns.values():
-            run()
-        times = timer.interleaved(fns, args.reps, rotate=True)
-        # Each variant against its configuration's `base` (the names are "<tile> <variant>").
-        report(f"{m}x{n}x{k}", times, 2 * m * n * k, lambda name: name.rsplit(" ", 1)[0] + " base", "base")
+            label = f"{cfg.block_m}x{cfg.block_n} s{cfg.stages}" + (" pairs" if cfg.cluster > 1 else "")
+            binders[label] = lambda cfg=cfg, grid=grid: fp8_gemm.bind(cfg, a, sa, b, sb, out, grid=grid)
+        time_variants(timer, (m, n, k), binders, variants, args.reps)
     return 0
 
 

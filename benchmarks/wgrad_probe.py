@@ -12,15 +12,10 @@ the two math warpgroups taking turns at the tensor cores, two accumulators a war
 chains)."""
 from __future__ import annotations
 
-import argparse
-import multiprocessing
-import os
 import re
-from concurrent.futures import ProcessPoolExecutor
 
-from .ablation_probe import VARIANTS, _build, _set
+from .ablation_probe import build_all, probe_args, time_variants
 from .protocol import Timer
-from .tile_probe import report
 
 TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?")
 
@@ -35,28 +30,16 @@ def tile_config(tile: str, n: int):
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--shapes", default="7168x2112x4096,2048x7168x4096,512x32768x4096", help="MxNxK, comma-separated")
-    p.add_argument("--tiles", default="128x160,128x128", help="BLOCK_MxBLOCK_N[sSTAGES], comma-separated")
-    p.add_argument("--variants", default=",".join(VARIANTS))
-    p.add_argument("--reps", type=int, default=20)
-    args = p.parse_args(argv)
-    tiles, variants = args.tiles.split(","), args.variants.split(",")
-    unknown = [v for v in variants if v not in VARIANTS]
-    if unknown:
-        raise SystemExit(f"unknown variants {unknown}; expected some of {', '.join(VARIANTS)}")
+    args, shapes, tiles, variants = probe_args(argv, __doc__, "7168x2112x4096,2048x7168x4096,512x32768x4096",
+                                               "128x160,128x128", "BLOCK_MxBLOCK_N[sSTAGES]")
 
     import cupy
 
     import cugemm8
     from cugemm8 import fp8_gemm
 
-    shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes.split(",")]
     configs = {(n, tile): tile_config(tile, n) for _, n, _ in shapes for tile in tiles}
-    jobs = list(dict.fromkeys((cfg, VARIANTS[v]) for cfg in configs.values() for v in variants))
-    with ProcessPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1),
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
-        list(pool.map(_build, jobs))
+    build_all(configs.values(), variants)
 
     timer = Timer(settle_s=0.5, warmup=3)
     rng = cupy.random.default_rng(0)
@@ -64,18 +47,12 @@ def main(argv=None) -> int:
         a, sa = cugemm8.per_token_cast_to_fp8(rng.standard_normal((m, k), dtype=cupy.float32))
         b, sb = cugemm8.per_token_cast_to_fp8(rng.standard_normal((n, k), dtype=cupy.float32))
         sa, sb = cugemm8.get_col_major_tma_aligned_tensor(sa), cugemm8.get_col_major_tma_aligned_tensor(sb)
-        fns = {}
+        binders = {}
         for tile in tiles:
             cfg = configs[n, tile]
-            for v in variants:
-                _set(VARIANTS[v])
-                name = f"{cfg.block_m}x{cfg.block_n} s{cfg.stages} {v}"
-                fns[name] = fp8_gemm.bind_wgrad(cfg, a, sa, b, sb, cupy.zeros((m, n), cupy.float32))
-        _set(())
-        for run in fns.values():
-            run()
-        times = timer.interleaved(fns, args.reps, rotate=True)
-        report(f"{m}x{n}x{k}", times, 2 * m * n * k, lambda name: name.rsplit(" ", 1)[0] + " base", "base")
+            binders[f"{cfg.block_m}x{cfg.block_n} s{cfg.stages}"] = lambda cfg=cfg: fp8_gemm.bind_wgrad(
+                cfg, a, sa, b, sb, cupy.zeros((m, n), cupy.float32))
+        time_variants(timer, (m, n, k), binders, variants, args.reps)
     return 0
 
 
