@@ -184,6 +184,12 @@ def current() -> Library:
     return Library(importlib.import_module("cugemm8"))
 
 
+
+def add_base_argument(ap) -> None:
+    """The A/B tools' --base: another checkout's cugemm8/ and cuda_src/, loaded by load()."""
+    ap.add_argument("--base", required=True, help="folder holding the other checkout's cugemm8/ and cuda_src/")
+
+
 def load(root: str | Path, alias: str) -> Library:
     """The cugemm8 of another checkout (a folder holding cugemm8/ and cuda_src/, as from
     `git archive <commit> cugemm8 cuda_src`) under the module name `alias`. Its relative imports resolve

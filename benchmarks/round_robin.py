@@ -140,7 +140,7 @@ def prepare(cp, cg, libs: dict, shape: Shape, sms: int, align: int, rng,
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--base", required=True, help="folder holding the other checkout's cugemm8/ and cuda_src/")
+    library.add_base_argument(ap)
     ap.add_argument("--rounds", type=int, default=20, help="rounds (samples per case and variant)")
     ap.add_argument("--sections", default=",".join(DEFAULT_SECTIONS))
     ap.add_argument("--quick", action="store_true", help="the benchmark's quick subset of shapes")
@@ -190,7 +190,8 @@ def main(argv=None) -> int:
           + (f"; DIFF {summ['diff']}" if summ["diff"] else ""))
     if args.out:
         write(args.out, {"gpu": gpu_props(), **provenance(), "base": os.path.abspath(args.base),
-                         "rounds": args.rounds, "out_dtype": args.out_dtype, "variants": VARIANTS, "summary": summ, "rows": rows})
+                         "rounds": args.rounds, "out_dtype": args.out_dtype, "variants": VARIANTS, "summary": summ,
+                         "rows": rows})
     return 1 if summ["diff"] else 0
 
 

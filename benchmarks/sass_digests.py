@@ -92,7 +92,7 @@ def compare(base: str, configs: list, jobs: int = 2) -> list[dict]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--base", required=True, help="folder holding the other checkout's cugemm8/ and cuda_src/")
+    library.add_base_argument(ap)
     ap.add_argument("--out", default=None, help="write the comparison as JSON here")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args(argv)

@@ -4,7 +4,7 @@ column, interleaved call by call in one process (cross-process ratios moved by u
     git archive <commit> cugemm8 cuda_src | tar -x -C /tmp/base
     python -m benchmarks.small_m_ab --base /tmp/base [--shapes 1x256x4096,...] [--rounds 40]
 
-Each checkout runs its own heuristic's small-M pick (heuristics_small_m.choose_small_m); "cur@base" runs this
+Each checkout runs its own heuristic's small-M pick (Library.small_m_choice: heuristics_small_m.for_call); "cur@base" runs this
 checkout's kernel at the base pick's split, warps and depth, to separate the kernel from the rule. Prints the median
 µs and the ratios; the two small-M outputs are compared bitwise."""
 from __future__ import annotations
@@ -28,7 +28,7 @@ def main(argv=None) -> int:
     from cugemm8 import heuristics_small_m
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--base", required=True, help="folder holding the other checkout's cugemm8/ and cuda_src/")
+    library.add_base_argument(ap)
     ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="MxNxK, comma-separated (shapes the small-M kernel takes)")
     ap.add_argument("--rounds", type=int, default=40)
     args = ap.parse_args(argv)
