@@ -136,15 +136,6 @@ EDGE_CASES = [
     {"name": "edge e4m3 out groups shared by 4 CTAs, UE8M0 (128x32, M=129, N=96)", "layout": "normal", "m": 129,
      "n": 96, "k": 1808, "force": (128, 32), "group_ctas": 4, "out_dtype": "float8_e4m3", "scale_format": "ue8m0",
      "a_scale": "aligned"},
-    {"name": "edge e4m3 out groups meeting in a workspace, split K over 2 (128x32, M=77, N=2112: a group past N)",
-     "layout": "normal", "m": 77, "n": 2112, "k": 1808, "force": (128, 32), "split_k": 2, "workspace_group": 4,
-     "out_dtype": "float8_e4m3", "a_scale": "aligned"},
-    {"name": "edge e4m3 out groups meeting in a workspace, UE8M0 (64x32, M=1, N=1008: a partial tile)",
-     "layout": "normal", "m": 1, "n": 1008, "k": 512, "force": (64, 32), "workspace_group": 4,
-     "out_dtype": "float8_e4m3", "scale_format": "ue8m0", "a_scale": "aligned"},
-    {"name": "edge e4m3 out groups meeting in a workspace, split K over 4 (64x32, M=3, N=208: one-fragment chunks)",
-     "layout": "normal", "m": 3, "n": 208, "k": 1040, "force": (64, 32), "split_k": 4, "workspace_group": 4,
-     "out_dtype": "float8_e4m3", "a_scale": "aligned"},
     {"name": "edge e4m3 out dense M=200 (heuristic)", "layout": "normal", "m": 200, "n": 992, "k": 1040,
      "out_dtype": "float8_e4m3", "a_scale": "rowmajor"},
     {"name": "edge e4m3 out masked empty/full groups", "layout": "masked", "groups": 4, "max_m": 100, "n": 256,
@@ -210,7 +201,7 @@ def build_cases(num_sms: int, tiny: bool) -> tuple[list[dict], str]:
             cases.append(case)
             continue
         if "force" in case:   # an explicit tile shape instead of the heuristic's (split as it would split)
-            extra = {key: case.pop(key) for key in ("split_k", "group_ctas", "workspace_group") if key in case}
+            extra = {key: case.pop(key) for key in ("split_k", "group_ctas") if key in case}
             if out_format(case) != "bfloat16":
                 extra["out_format"] = out_format(case)
             case["config"] = dataclasses.asdict(lib.make_config(

@@ -18,26 +18,23 @@ from .protocol import Timer
 from .tune import compile_all, dense_inputs
 
 
-TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?(?:k(\d))?(c2)?(w)?")
+TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?(?:k(\d))?(c2)?")
 
 
 def tile_config(tile: str, n: int, k: int, out_dtype: str):
     """The configuration `tile` names ("BMxBN", "BMxBNsS" with S stages; "kS": K split over a cluster of S CTAs, B
-    loaded evict-first, as decode picks are; a trailing "c2": CTA pairs sharing A by multicast; a trailing "w": e4m3
-    scale groups meeting in a workspace, B evict-first) for the normal layout at N, K."""
+    loaded evict-first, as decode picks are; a trailing "c2": CTA pairs sharing A by multicast) for the normal
+    layout at N, K."""
     from cugemm8 import heuristics
 
     match = TILE.fullmatch(tile)
     if match is None:
-        raise SystemExit(f"tile {tile!r}: expected BMxBN[sSTAGES][kSPLIT][c2][w], e.g. 256x128, 128x128s4c2, 128x128k2 "
-                         "or 128x32k2w")
-    bm, bn, stages, split, pairs, ws = int(match[1]), int(match[2]), match[3], match[4], match[5], match[6]
+        raise SystemExit(f"tile {tile!r}: expected BMxBN[sSTAGES][kSPLIT][c2], e.g. 256x128, 128x128s4c2 or 128x128k2")
+    bm, bn, stages, split, pairs = int(match[1]), int(match[2]), match[3], match[4], match[5]
     if split and (pairs or not heuristics.can_split_k(bn, k, int(split))):
         raise SystemExit(f"{tile}: {bm}x{bn} cannot split K={k} {split} ways" + (" with pairs" if pairs else ""))
-    extra = {"split_k": int(split), "stream_b": True} if split else {}
-    if ws:
-        extra.update(stream_b=True, workspace_group=128 // bn)
-    cfg = heuristics.make_config("normal", n, k, 1, bm, bn, cluster=2 if pairs else 1, out_format=out_dtype, **extra)
+    cfg = heuristics.make_config("normal", n, k, 1, bm, bn, cluster=2 if pairs else 1, out_format=out_dtype,
+                                 **({"split_k": int(split), "stream_b": True} if split else {}))
     if stages:
         if not 1 <= int(stages) <= cfg.stages:
             raise SystemExit(f"{tile}: {bm}x{bn} holds 1 to {cfg.stages} stages at K={k}")

@@ -1,8 +1,7 @@
 // The FP8 GEMM kernel's entry point, one configuration per compile. cugemm8/fp8_gemm.py renders the
 // translation unit: it defines cg8::Config (a GemmConfig), CG8_CLUSTER_DIMS where clusters are
 // launched, and includes this file. d_scale and ld_scale serve e4m3 output only (its scales' M-major
-// storage and leading dimension, as A's scales are laid out); workspace only a workspace group's
-// (gemm/group_workspace.cuh; null elsewhere). The weight gradient has its own entry
+// storage and leading dimension, as A's scales are laid out). The weight gradient has its own entry
 // (fp8_wgrad.cu); here B's 1x128-scale map and K, which the forward kernels do not use, are A's map and 0.
 #include "gemm/kernel.cuh"
 
@@ -14,8 +13,6 @@ extern "C" __global__ void __launch_bounds__(cg8::Config::kThreads, 1) CG8_CLUST
 cugemm8_fp8_gemm(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                  const __grid_constant__ CUtensorMap tmap_sa, const __grid_constant__ CUtensorMap tmap_d,
                  const float* __restrict__ sb, const int* __restrict__ layout, unsigned short* __restrict__ d,
-                 unsigned int ldd, unsigned int m, float* __restrict__ d_scale, unsigned int ld_scale,
-                 unsigned char* __restrict__ workspace) {
-    cg8::fp8_gemm<cg8::Config>(tmap_a, tmap_b, tmap_sa, tmap_d, sb, layout, d, ldd, m, d_scale, ld_scale, tmap_sa, 0u,
-                               workspace);
+                 unsigned int ldd, unsigned int m, float* __restrict__ d_scale, unsigned int ld_scale) {
+    cg8::fp8_gemm<cg8::Config>(tmap_a, tmap_b, tmap_sa, tmap_d, sb, layout, d, ldd, m, d_scale, ld_scale, tmap_sa, 0u);
 }

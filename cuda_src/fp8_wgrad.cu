@@ -13,5 +13,5 @@ cugemm8_fp8_wgrad(const __grid_constant__ CUtensorMap tmap_a, const __grid_const
                   const __grid_constant__ CUtensorMap tmap_d, const int* __restrict__ k_sizes, unsigned int m,
                   unsigned int k) {
     static_assert(cg8::Config::kRowScalesB, "fp8_wgrad.cu serves the weight-gradient configurations");
-    cg8::fp8_gemm<cg8::Config>(tmap_a, tmap_b, tmap_sa, tmap_d, nullptr, k_sizes, nullptr, 0u, m, nullptr, 0u, tmap_sb, k, nullptr);
+    cg8::fp8_gemm<cg8::Config>(tmap_a, tmap_b, tmap_sa, tmap_d, nullptr, k_sizes, nullptr, 0u, m, nullptr, 0u, tmap_sb, k);
 }

@@ -18,7 +18,7 @@ import warnings
 import cupy
 
 from . import ffma as _ffma
-from . import jit, runtime, workspace
+from . import jit, runtime
 from .ffma import FfmaSettings, FfmaSpec, ffma_settings
 from .heuristics import BLOCK_K, CONTIGUOUS_M_ALIGNMENT, KernelConfig, grid_for
 from .layout import get_tma_aligned_size
@@ -52,12 +52,10 @@ def config_type(cfg: KernelConfig) -> str:
         params += ["cg8::OutFormat::kF32Add", "cg8::ScaleB::kRow", cfg.d_atoms]
     elif cfg.out_fp8 or cfg.share_b:  # the defaults are left out, so older sources (and cache keys) read as before
         params.append(_OUT_FORMATS[cfg.out_format])
-        if cfg.group_ctas > 1 or cfg.share_b or cfg.workspace_group > 1:  # (the parameters before at their defaults)
+        if cfg.group_ctas > 1 or cfg.share_b:  # (the parameters before them at their defaults)
             params += ["cg8::ScaleB::kBlock", 0, cfg.group_ctas]
-        if cfg.share_b or cfg.workspace_group > 1:
-            params.append("true" if cfg.share_b else "false")
-        if cfg.workspace_group > 1:
-            params.append(cfg.workspace_group)
+        if cfg.share_b:
+            params.append("true")
     return f"cg8::GemmConfig<{', '.join(map(str, params))}>"
 
 
@@ -127,8 +125,6 @@ def cfg_str(cfg: KernelConfig) -> str:
     return (f"{cfg.layout} N={cfg.n} K={cfg.k} G={cfg.num_groups} block {cfg.block_m}x{cfg.block_n}, "
             f"{cfg.stages} stages" + (f", {cfg.out_format} out" if cfg.out_fp8 else "")
             + (f", {cfg.group_ctas} CTAs a scale group" if cfg.group_ctas > 1 else "")
-            + (f", split {cfg.split_k}" if cfg.split_k > 1 else "")
-            + (f", {cfg.workspace_group} tiles a scale group in a workspace" if cfg.workspace_group > 1 else "")
             + (", pairs sharing B" if cfg.share_b else ", pairs sharing A" if cfg.cluster > 1 else ""))
 
 
@@ -231,9 +227,8 @@ class GemmLauncher:
     def _pack_arguments(self, d_ptr: int, d_ld: int, rows: int) -> None:
         """The kernel's parameters, in order: tmap_a, tmap_b, tmap_sa, tmap_d (by address), then the
         B-scale pointer, the layout pointer (m_indices or masked_m; 0 for dense), the D pointer,
-        D's leading dimension (u32), M (u32), for e4m3 output its scales' pointer and leading dimension
-        (u32: rows rounded up to 4, as A's scales; unused for bf16), and the workspace (a workspace group's; 0
-        elsewhere). launch() rewrites the five pointers."""
+        D's leading dimension (u32), M (u32), and for e4m3 output its scales' pointer and leading dimension
+        (u32: rows rounded up to 4, as A's scales; unused for bf16). launch() rewrites the four pointers."""
         self._sb = ctypes.c_uint64(0)
         self._layout = ctypes.c_uint64(0)
         self._d = ctypes.c_uint64(d_ptr)
@@ -241,13 +236,11 @@ class GemmLauncher:
         self._m = ctypes.c_uint32(rows)
         self._d_scale = ctypes.c_uint64(0)
         self._ld_scale = ctypes.c_uint32(get_tma_aligned_size(rows, 4))
-        self._workspace = ctypes.c_uint64(0)
-        self._workspace_bytes = workspace.workspace_bytes(self.kernel.config, rows)
-        self._argv = (ctypes.c_void_p * 12)(
+        self._argv = (ctypes.c_void_p * 11)(
             *self._map_addrs,
             ctypes.addressof(self._sb), ctypes.addressof(self._layout), ctypes.addressof(self._d),
             ctypes.addressof(self._ldd), ctypes.addressof(self._m), ctypes.addressof(self._d_scale),
-            ctypes.addressof(self._ld_scale), ctypes.addressof(self._workspace))
+            ctypes.addressof(self._ld_scale))
         self._argv_addr = ctypes.addressof(self._argv)
 
     def launch(self, a_ptr: int, b_ptr: int, sa_ptr: int, d_ptr: int, sb_ptr: int, layout_ptr: int,
@@ -257,8 +250,6 @@ class GemmLauncher:
             self._layout.value = layout_ptr
             self._d.value = d_ptr
             self._d_scale.value = d_scale_ptr
-            if self._workspace_bytes:
-                self._workspace.value = workspace.get(self.kernel.device, stream_ptr, self._workspace_bytes)
             self._swap_and_launch((a_ptr, b_ptr, sa_ptr, d_ptr), stream_ptr)
 
     def _swap_and_launch(self, map_ptrs: tuple, stream_ptr: int) -> None:

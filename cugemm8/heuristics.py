@@ -84,9 +84,6 @@ class KernelConfig:
                          # 128-column scale group and share each row's amax (block_n * group_ctas == 128)
     share_b: bool = False  # contiguous, cluster=2: the pair holds adjacent m-blocks of one n-block and shares
                            # each B tile instead of A (where both are one expert's)
-    workspace_group: int = 1  # e4m3 output, normal layout: this many block_n-wide tiles (split or not) make up a
-                              # 128-column scale group and meet in a workspace in global memory, where the last
-                              # to finish quantizes the group (block_n * workspace_group == 128)
 
     @property
     def out_fp8(self) -> bool:
@@ -106,13 +103,7 @@ class KernelConfig:
         if self.wgrad:
             return wgrad_smem_bytes(self.block_m, self.block_n, self.stages, self.k_groups, self.swizzle_d, self.d_atoms)
         return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups, self.tail_split,
-                          self.record_slots, self.split_k, self.share_amax, self.group_ctas, self.share_b)
-
-    @property
-    def share_amax(self) -> bool:
-        """e4m3 output whose row amax, where tiles are split or share a group, goes through distributed shared
-        memory (kShareAmax): all e4m3 output but a workspace group's."""
-        return self.out_fp8 and self.workspace_group == 1
+                          self.record_slots, self.split_k, self.out_fp8, self.group_ctas, self.share_b)
 
     @property
     def cluster_dims(self) -> int:
@@ -232,37 +223,31 @@ def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0, tail_spl
 def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, block_n: int,
                 cluster: int = 1, tail_split: bool | None = None, split_k: int = 1,
                 stream_b: bool = False, out_format: str = "bfloat16", group_ctas: int = 1,
-                share_b: bool = False, workspace_group: int = 1) -> KernelConfig:
+                share_b: bool = False) -> KernelConfig:
     """The configuration of one tile shape as the heuristic builds it (most stages that fit, one math
     warpgroup per 64-row tile, the widest output swizzle, the masked split where it pays, unless
     `tail_split` says otherwise; never with e4m3 output): for the heuristic itself, and for sweeps and
     tools that name a tile. `group_ctas` > 1 (e4m3 output, normal layout, unsplit): that many CTAs of a
-    cluster hold a 128-column scale group's tiles (can_share_group). `workspace_group` > 1 (e4m3 output, normal
-    layout, split or not): that many tiles of a scale group meet in a workspace (can_workspace_group). `share_b`
-    (contiguous, cluster=2): the pair shares B (can_share_b)."""
+    cluster hold a 128-column scale group's tiles (can_share_group). `share_b` (contiguous, cluster=2): the pair
+    shares B (can_share_b)."""
     fp8 = out_format != "bfloat16"  # e4m3 output: swizzle of its 1-byte rows
     if group_ctas != 1 and not (fp8 and layout == "normal" and can_share_group(block_n, group_ctas)
                                 and split_k == 1 and cluster == 1):
         raise ValueError(f"group_ctas={group_ctas} needs e4m3 output, the normal layout, no split or multicast and "
                          f"block_n * group_ctas == 128 (group_ctas 2 or 4); got {out_format}, {layout}, "
                          f"split_k={split_k}, cluster={cluster}, block_n={block_n}")
-    if workspace_group != 1 and not (fp8 and layout == "normal" and group_ctas == 1 and cluster == 1
-                                     and can_workspace_group(block_m, block_n, workspace_group)):
-        raise ValueError(f"workspace_group={workspace_group} needs e4m3 output, the normal layout, no cluster group or "
-                         f"multicast, block_m <= 128 and block_n * workspace_group == 128; got {out_format}, {layout}, "
-                         f"group_ctas={group_ctas}, cluster={cluster}, block {block_m}x{block_n}")
     if share_b and not (cluster == 2 and can_share_b(layout, block_m, block_n)):
         raise ValueError(f"share_b needs cluster=2, the contiguous layout, block_m=128 and block_n a multiple of 16; "
                          f"got cluster={cluster}, {layout}, block_m={block_m}, block_n={block_n}")
     if tail_split is None:
         tail_split = cluster == 1 and split_k == 1 and tail_split_for(layout, block_n, k)
     stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split,
-                     record_slots_for(layout), split_k, fp8 and workspace_group == 1, group_ctas, share_b)
+                     record_slots_for(layout), split_k, fp8, group_ctas, share_b)
     return KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=block_m, block_n=block_n,
                         stages=stages, num_math_wg=1 if block_m == 64 else 2,
                         swizzle_d=swizzle_for(block_n, 1 if fp8 else 2), cluster=cluster, tail_split=tail_split,
                         split_k=split_k, stream_b=stream_b, out_format=out_format, group_ctas=group_ctas,
-                        share_b=share_b, workspace_group=workspace_group)
+                        share_b=share_b)
 
 
 def can_share_b(layout: str, block_m: int, block_n: int) -> bool:
@@ -276,12 +261,6 @@ def can_share_group(block_n: int, group_ctas: int) -> bool:
     """What CTAs sharing an e4m3 scale group need (cuda_src/gemm/config.cuh, kGroupCtas): 2 or 4 of them,
     whose tiles make up the group's 128 columns."""
     return group_ctas in (2, 4) and block_n * group_ctas == 128
-
-
-def can_workspace_group(block_m: int, block_n: int, tiles: int) -> bool:
-    """What a workspace group needs (cuda_src/gemm/config.cuh, kWorkspaceGroup): 2 or 4 tiles of at most 128 rows
-    making up the group's 128 columns (the 64- and 32-wide tiles bf16 picks at decode-sized M)."""
-    return tiles in (2, 4) and block_n * tiles == 128 and block_m <= 128
 
 
 def can_split_k(block_n: int, k: int, split_k: int) -> bool:
@@ -476,30 +455,20 @@ def _decode_plan(m: int, n: int, k: int, num_sms: int, wave_config: KernelConfig
 
 
 def _shared_group_plan(m: int, n: int, k: int, num_sms: int, out_format: str) -> LaunchPlan | None:
-    """e4m3 output at decode-sized M: bf16's pick where its tiles are narrower than a scale group (64 or 32 wide),
-    so that e4m3 reads the weights with as many CTAs as bf16 does. Unsplit, with the group's 2 or 4 CTAs in a
-    cluster sharing each row's amax, if those clusters fit on the SMs at once (pairs: every SM; clusters of 4: 120
-    of 132); otherwise (split tiles, or clusters that would not fit) with the group's tiles meeting in a workspace
-    in global memory, bf16's tiles, split and grid as they are (NOTES.md v33). Elsewhere None: the 128-wide rules.
-    With 128-wide tiles these shapes took up to 1.21x bf16's time (NOTES.md v24, v29)."""
-    plan = choose("normal", m, n, k, 1, num_sms)
-    bf16 = plan.config
-    if 128 % bf16.block_n:
+    """e4m3 output at decode-sized M: bf16's pick where its tiles are narrower than a scale group (64 or 32
+    wide) and unsplit, with the group's 2 or 4 CTAs in a cluster sharing each row's amax, if those clusters
+    fit on the SMs at once (pairs: every SM; clusters of 4: 120 of 132). Elsewhere None: the 128-wide rules.
+    With 128-wide tiles these shapes took up to 1.17x bf16's time (NOTES.md v24)."""
+    bf16 = choose("normal", m, n, k, 1, num_sms).config
+    group_ctas = 128 // bf16.block_n
+    if bf16.split_k != 1 or not can_share_group(bf16.block_n, group_ctas):
         return None
-    group = 128 // bf16.block_n
-    if bf16.split_k == 1 and can_share_group(bf16.block_n, group):
-        config = make_config("normal", n, k, 1, bf16.block_m, bf16.block_n, stream_b=bf16.stream_b,
-                             out_format=out_format, group_ctas=group)
-        tiles = ceil_div(m, config.block_m) * ceil_div(config.num_n_blocks, group) * group
-        if tiles <= cluster_capacity(group, num_sms) and config.stages >= min(2, ceil_div(k, BLOCK_K)):
-            return _plan(config, tiles, num_sms)
-    if not can_workspace_group(bf16.block_m, bf16.block_n, group):
+    config = make_config("normal", n, k, 1, bf16.block_m, bf16.block_n, stream_b=bf16.stream_b,
+                         out_format=out_format, group_ctas=group_ctas)
+    tiles = ceil_div(m, config.block_m) * ceil_div(config.num_n_blocks, group_ctas) * group_ctas
+    if tiles > cluster_capacity(group_ctas, num_sms) or config.stages < min(2, ceil_div(k, BLOCK_K)):
         return None
-    config = make_config("normal", n, k, 1, bf16.block_m, bf16.block_n, split_k=bf16.split_k,
-                         stream_b=bf16.stream_b, out_format=out_format, workspace_group=group)
-    if config.stages < min(2, ceil_div(ceil_div(k, BLOCK_K), bf16.split_k)):
-        return None
-    return LaunchPlan(config=config, grid=plan.grid, num_tiles=plan.num_tiles)
+    return _plan(config, tiles, num_sms)
 
 
 def _model_plan(m: int, n: int, k: int, num_sms: int, out_format: str = "bfloat16") -> LaunchPlan:

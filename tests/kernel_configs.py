@@ -91,22 +91,10 @@ def fp8_out_configs():
         for bm, bn, n, k in GROUP_SHARED:
             configs.add(heuristics.make_config("normal", n, k, 1, bm, bn, stream_b=True, out_format=fmt,
                                                group_ctas=128 // bn))
-        # Scale groups meeting in a workspace (tests/gpu/test_fp8_out.py::test_workspace_group_fp8_out).
-        for bm, bn, split, n, k in WORKSPACE_GROUP:
-            configs.add(workspace_group_config(bm, bn, split, n, k, fmt))
     return configs
 
 
 GROUP_SHARED = ((64, 64, 2112, 1040), (64, 64, 1008, 2048), (128, 64, 384, 256), (64, 32, 208, 512), (128, 32, 96, 1808))
-# (block_m, block_n, split_k, N, K): groups past N (2112), a partial last tile (1008), fewer tiles than a group (96),
-# uneven k-block shares, chunks of one fragment (32 wide split 4).
-WORKSPACE_GROUP = ((128, 32, 2, 2112, 7168), (64, 32, 1, 1008, 512), (128, 64, 2, 384, 3008), (64, 64, 4, 2112, 1808),
-                   (64, 32, 4, 208, 7168), (128, 32, 1, 96, 1808))
-
-
-def workspace_group_config(bm: int, bn: int, split: int, n: int, k: int, fmt: str):
-    return heuristics.make_config("normal", n, k, 1, bm, bn, split_k=split, stream_b=True, out_format=fmt,
-                                  workspace_group=128 // bn)
 
 
 CONFIGS = picked_configs()

@@ -30,7 +30,7 @@ template <Layout kLayout_, uint32_t kShapeN_, uint32_t kShapeK_, uint32_t kNumGr
           uint32_t kBlockN_, uint32_t kStages_, uint32_t kNumMathWG_, uint32_t kSwizzleD_, uint32_t kRasterGroup_,
           uint32_t kMulticast_, bool kTailSplit_, uint32_t kRecordSlots_, uint32_t kSplitK_, bool kStreamB_,
           OutFormat kOutFormat_ = OutFormat::kBf16, ScaleB kScaleB_ = ScaleB::kBlock, uint32_t kTileAtoms_ = 0,
-          uint32_t kGroupCtas_ = 1, bool kShareB_ = false, uint32_t kWorkspaceGroup_ = 1>
+          uint32_t kGroupCtas_ = 1, bool kShareB_ = false>
 struct GemmConfig {
     static constexpr Layout kLayout = kLayout_;
     static constexpr uint32_t kShapeN = kShapeN_;
@@ -70,13 +70,6 @@ struct GemmConfig {
     // a cluster hold the adjacent kBlockN-wide tiles of one 128-column group and share each row's amax through
     // distributed shared memory (split.cuh), so e4m3 output can take the narrow tiles bf16 picks.
     static constexpr uint32_t kGroupCtas = kGroupCtas_;
-    // e4m3 output in tiles narrower than a scale group whose CTAs could not all be resident as clusters (split
-    // tiles, or clusters of 4 past the 120 CTAs that fit): the group's kWorkspaceGroup tiles meet in a workspace in
-    // global memory instead. Each owner of a column chunk leaves its FP32 sums there; the last of the group's
-    // owners to arrive quantizes the whole group (group_workspace.cuh). Nothing waits for another CTA.
-    static constexpr uint32_t kWorkspaceGroup = kWorkspaceGroup_;
-    // Row amax shared through distributed shared memory (split tiles and cluster groups with e4m3 output).
-    static constexpr bool kShareAmax = kOutFp8 && kWorkspaceGroup == 1;
     // CTAs of a cluster that exchange partial sums or row amax (1: none).
     static constexpr uint32_t kExchangeCtas = kSplits > 1 ? kSplits : kGroupCtas;
 
@@ -132,16 +125,11 @@ struct GemmConfig {
                   "a split tile needs a k-block and a column chunk of whole 8-column fragments per CTA");
     // An e4m3 output's scale group (128 columns) must lie in one tile: its amax is taken there (a split
     // tile's CTAs share their chunks' row amax, split.cuh), and a split chunk is whole 16-byte units.
-    static_assert(!kOutFp8 || kWorkspaceGroup > 1 ||
-                      ((kBlockN % 128 == 0 || kBlockN * kGroupCtas == 128) && (kSplits == 1 || kBlockN == 128) &&
-                       (kBlockN / kSplits) % 16 == 0 && kAtomCols == (kBlockN < 128 ? kBlockN : 128) &&
-                       kSwizzleD == kAtomBytes),
+    static_assert(!kOutFp8 || ((kBlockN % 128 == 0 || kBlockN * kGroupCtas == 128) && (kSplits == 1 || kBlockN == 128) &&
+                               (kBlockN / kSplits) % 16 == 0 && kAtomCols == (kBlockN < 128 ? kBlockN : 128) &&
+                               kSwizzleD == kAtomBytes),
                   "e4m3 output needs BLOCK_N a multiple of 128 (128 when split) or a group's share, 16-byte split "
                   "chunks, and one swizzled atom per group (or share)");
-    static_assert(kWorkspaceGroup == 1 || (kOutFp8 && kLayout == Layout::kNormal && kGroupCtas == 1 && kMulticast == 1 &&
-                                           kBlockN * kWorkspaceGroup == 128 && kNumMathWG * kSlabsPerWG <= 2),
-                  "a workspace group: e4m3 output of the normal layout, no cluster group or multicast, tiles making "
-                  "up 128 columns, at most 128 rows");
     static_assert(kGroupCtas == 1 || (kOutFp8 && kLayout == Layout::kNormal && kSplits == 1 && kMulticast == 1 &&
                                       kBlockN * kGroupCtas == 128 && kGroupCtas <= 4),
                   "CTAs sharing a scale group: e4m3 output of the normal layout, unsplit, 2 or 4 of them, their tiles "

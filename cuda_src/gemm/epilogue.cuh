@@ -71,10 +71,10 @@ struct Epilogue {
     // rows: with a branch per row the epilogue ran row after row (NOTES.md v24).
     using RowValues = float[kSlabs][2];  // one per row of this thread: slab w, row half h
 
-    // The amax of this thread's row (w, h) over fragments kF0 .. kF0 + kFrags - 1 (8 columns each) of `sum` (a
-    // tile's sums, or a workspace group's), shared by the quad of lanes holding the row. Two chains, for latency.
-    template <uint32_t kF0, uint32_t kFrags, uint32_t kWidth>
-    __device__ __forceinline__ static float row_amax(const float (&sum)[kSlabs][kWidth], uint32_t w, uint32_t h) {
+    // The amax of this thread's row (w, h) over fragments kF0 .. kF0 + kFrags - 1 (8 columns each), shared by
+    // the quad of lanes holding the row. Two chains, for latency.
+    template <uint32_t kF0, uint32_t kFrags>
+    __device__ __forceinline__ static float row_amax(const Sums& sum, uint32_t w, uint32_t h) {
         float a0 = 0.f, a1 = 0.f;
 #pragma unroll
         for (uint32_t i = kF0; i < kF0 + kFrags; ++i) {
@@ -86,18 +86,28 @@ struct Epilogue {
         return fmaxf(a, __shfl_xor_sync(~0u, a, 2));
     }
 
-    template <uint32_t kF0, uint32_t kFrags, uint32_t kWidth>
-    __device__ __forceinline__ static void rows_amax(const float (&sum)[kSlabs][kWidth], RowValues& amax) {
+    template <uint32_t kF0, uint32_t kFrags>
+    __device__ __forceinline__ static void rows_amax(const Sums& sum, RowValues& amax) {
 #pragma unroll
         for (uint32_t w = 0; w < kSlabs; ++w)
 #pragma unroll
             for (uint32_t h = 0; h < 2; ++h) amax[w][h] = row_amax<kF0, kFrags>(sum, w, h);
     }
 
-    // Each row's scale and its inverse from its amax (ptx/convert.cuh, e4m3_scale): the exact divisions only
-    // where some lane of the warp needs them (one warp-uniform branch).
-    __device__ __forceinline__ static void row_scales(const RowValues& amax, RowValues& s, RowValues& inv) {
+    // This thread's rows over fragments kF0 .. kF0 + kFrags - 1 (within one 128-column group, in one atom of
+    // the tile), given each row's amax over the group, as e4m3 into the output tile at `base`: a lane holds
+    // 2 bytes of a row per fragment and stores them (the quad's 8 bytes sit in one bank pair, rows on different
+    // chunks through the swizzle: one wavefront a store). The quad's first lane writes each row's scale to
+    // scale[row] if the row is below `valid` (0: no scales).
+    template <uint32_t kF0, uint32_t kFrags>
+    __device__ __forceinline__ static void write_rows(const Sums& sum, const RowValues& amax, uint32_t base,
+                                                      float* __restrict__ scale, uint32_t valid, uint32_t wg,
+                                                      uint32_t warp, uint32_t lane) {
+        static_assert(Cfg::kOutBytes == 1 && Cfg::kSwizzleD == Cfg::kAtomBytes, "one swizzled atom of e4m3 a row");
+        static_assert(kF0 * 8 / Cfg::kAtomCols == ((kF0 + kFrags) * 8 - 1) / Cfg::kAtomCols, "fragments of one atom");
         constexpr bool kUe8m0 = Cfg::kOutFormat == OutFormat::kE4m3Ue8m0;
+        constexpr uint32_t kAtomCol0 = kF0 * 8 / Cfg::kAtomCols * Cfg::kAtomCols, kChunks = Cfg::kAtomBytes / 16;
+        RowValues s, inv;
         bool fast = true;
 #pragma unroll
         for (uint32_t w = 0; w < kSlabs; ++w)
@@ -114,22 +124,6 @@ struct Epilogue {
 #pragma unroll
                 for (uint32_t h = 0; h < 2; ++h) e4m3_scale<kUe8m0, false>(amax[w][h], s[w][h], inv[w][h]);
         }
-    }
-
-    // This thread's rows over fragments kF0 .. kF0 + kFrags - 1 (within one 128-column group, in one atom of
-    // the tile), given each row's amax over the group, as e4m3 into the output tile at `base`: a lane holds
-    // 2 bytes of a row per fragment and stores them (the quad's 8 bytes sit in one bank pair, rows on different
-    // chunks through the swizzle: one wavefront a store). The quad's first lane writes each row's scale to
-    // scale[row] if the row is below `valid` (0: no scales).
-    template <uint32_t kF0, uint32_t kFrags>
-    __device__ __forceinline__ static void write_rows(const Sums& sum, const RowValues& amax, uint32_t base,
-                                                      float* __restrict__ scale, uint32_t valid, uint32_t wg,
-                                                      uint32_t warp, uint32_t lane) {
-        static_assert(Cfg::kOutBytes == 1 && Cfg::kSwizzleD == Cfg::kAtomBytes, "one swizzled atom of e4m3 a row");
-        static_assert(kF0 * 8 / Cfg::kAtomCols == ((kF0 + kFrags) * 8 - 1) / Cfg::kAtomCols, "fragments of one atom");
-        constexpr uint32_t kAtomCol0 = kF0 * 8 / Cfg::kAtomCols * Cfg::kAtomCols, kChunks = Cfg::kAtomBytes / 16;
-        RowValues s, inv;
-        row_scales(amax, s, inv);
         // This thread's rows are row0 + kSlabStride w + 8 h: multiples of 8 rows, 256 bytes, past the swizzle's
         // bits, so each 16-byte chunk of the row lies at the same swizzled place in every one of them.
         const uint32_t row0 = Cfg::slab(wg, 0) * 64 + warp * 16 + lane / 4;

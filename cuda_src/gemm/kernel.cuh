@@ -18,7 +18,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
                                          const CUtensorMap& tmap_sa, const CUtensorMap& tmap_d, const float* __restrict__ sb,
                                          const int32_t* __restrict__ layout, unsigned short* __restrict__ d,
                                          uint32_t ldd, uint32_t m, float* __restrict__ d_scale, uint32_t ld_scale,
-                                         const CUtensorMap& tmap_sb, uint32_t k, uint8_t* __restrict__ workspace) {
+                                         const CUtensorMap& tmap_sb, uint32_t k) {
     using Tiles = TilePolicy<Cfg>;
     extern __shared__ __align__(1024) uint8_t smem[];
     const SharedMemory<Cfg> sm(smem);
@@ -42,7 +42,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
         if constexpr (Cfg::kExchangeCtas > 1) {
             mbar_init(sm.split_ready, Cfg::kExchangeCtas - 1);  // every peer's arrival
             mbar_init(sm.split_received, 1);              // this CTA's expect_tx, then the peers' bytes
-            if constexpr (Cfg::kShareAmax) mbar_init(sm.split_amax, 1);  // likewise, for the row amax
+            if constexpr (Cfg::kOutFp8) mbar_init(sm.split_amax, 1);  // likewise, for the row amax
         }
         fence_barrier_init();
         fence_proxy_async_smem();
@@ -76,7 +76,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
         Producer<Cfg>{tmap_a, tmap_b, tmap_sa, tmap_sb, sm, tiles, ring, cta_rank, tx_bytes}.run(tid, warp, lane);
     } else {
         setmaxnreg_inc<Cfg::kNumMathWG == 1 ? 240 : 232>();
-        MathWarpgroups<Cfg>{tmap_d, sb, d, ldd, d_scale, ld_scale, workspace, sm, tiles, ring, wg, tid, warp, lane}.run();
+        MathWarpgroups<Cfg>{tmap_d, sb, d, ldd, d_scale, ld_scale, sm, tiles, ring, wg, tid, warp, lane}.run();
     }
     CG8_MARK(kTraceEnd);
     // Neither CTA of a multicast pair may exit while the other can still arrive on its barriers.

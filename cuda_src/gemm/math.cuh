@@ -2,7 +2,6 @@
 // loop), a split tile's exchange, and the epilogue.
 #pragma once
 #include "epilogue.cuh"
-#include "group_workspace.cuh"
 #include "mainloop.cuh"
 #include "split.cuh"
 #include "trace.cuh"
@@ -23,7 +22,6 @@ struct MathWarpgroups {
     uint32_t ldd;
     float* __restrict__ d_scale;  // e4m3 output: its scales, M-major ([group][n / 128][ld_scale] floats)
     uint32_t ld_scale;
-    uint8_t* __restrict__ workspace;  // a workspace group's counters and parts (group_workspace.cuh)
     const SharedMemory<Cfg>& sm;
     Tiles& tiles;                 // the tile walk (the kernel's)
     RingPosition<Cfg>& ring;      // the position in the stage ring (the kernel's)
@@ -62,7 +60,6 @@ struct MathWarpgroups {
     template <bool kSplitTile, bool kWhole, class FetchNext>
     __device__ __forceinline__ void work_tile(Loop& loop, const Tile& t, FetchNext&& fetch_next, uint32_t& split_phase) {
         const uint32_t n0 = t.n_block * Cfg::kBlockN;
-        uint32_t ws_tag = 0;  // a workspace group's: the tag of this launch's parts (group_workspace.cuh)
         CG8_MARK(kTraceTile, (kSplitTile ? t.split << 28 : 0u) | (t.n_block << 16) | t.m_block);
         loop.clear_sums();
 #pragma unroll 1
@@ -79,7 +76,6 @@ struct MathWarpgroups {
             if constexpr (kSplitTile) Split::signal_ready(sm.split_ready, sm.split_received, sm.split_amax, t.split - 1);
             else if constexpr (kGroupShared) Split::signal_ready(sm.split_ready, sm.split_received, sm.split_amax, group_rank());
             if (first_pass) fetch_next();
-            if constexpr (Cfg::kWorkspaceGroup > 1) ws_tag = GroupWorkspace<Cfg>::tag_for(workspace, t.m_block, n0);
             CG8_MARK(kTraceLoop);
             constexpr bool kRanged = kSplitTile || Cfg::kRuntimeK;  // the tile says which k-blocks
             const uint32_t kb_begin = kRanged ? t.kb_begin() : 0u;
@@ -111,7 +107,7 @@ struct MathWarpgroups {
         typename Out::RowValues amax;  // e4m3 output of a split tile: each row's amax over the whole tile
         if constexpr (kSplitTile) {
             Split::exchange(loop, sm.split_ready, sm.split_received, t.split - 1, split_phase);
-            if constexpr (Cfg::kShareAmax) {
+            if constexpr (Cfg::kOutFp8) {
                 static_for<0, Cfg::kSplits>([&](auto chunk) {
                     if (chunk.value == t.split - 1)
                         Out::template rows_amax<chunk.value * kChunkFrags, kChunkFrags>(loop.sum, amax);
@@ -129,7 +125,7 @@ struct MathWarpgroups {
             CG8_MARK(kTraceExchanged);
         }
         if (!kWhole && t.passes == 0) fetch_next();
-        epilogue<kSplitTile>(loop, t, n0, amax, ws_tag);
+        epilogue<kSplitTile>(loop, t, n0, amax);
     }
 
     // f(b) with b the first column of the tile at n0 whose B scale is the next scale row (kBlockN: none). Where
@@ -179,24 +175,10 @@ struct MathWarpgroups {
     }
 
     // The tile's sums out to D: by one TMA store, or by the math threads where only some rows (a masked
-    // group's last block) or columns (a split tile's chunk) may be written; a workspace group's, by the group's
-    // last owner (group_workspace.cuh).
+    // group's last block) or columns (a split tile's chunk) may be written.
     template <bool kSplitTile>
     __device__ __forceinline__ void epilogue(Loop& loop, const Tile& t, uint32_t n0,
-                                             const typename Out::RowValues& amax, uint32_t ws_tag) {
-        if constexpr (Cfg::kWorkspaceGroup > 1) {
-            GroupWorkspace<Cfg>::meet(loop.sum, workspace, ws_tag, tiles.num_m_blocks, t.rows, t.m_block, n0,
-                                      kSplitTile ? t.split - 1 : 0u, reinterpret_cast<uint8_t*>(d), ldd, d_scale,
-                                      ld_scale, wg, threadIdx.x, warp, lane);
-            CG8_MARK(kTraceStored);
-        } else {
-            store_tile<kSplitTile>(loop, t, n0, amax);
-        }
-    }
-
-    template <bool kSplitTile>
-    __device__ __forceinline__ void store_tile(Loop& loop, const Tile& t, uint32_t n0,
-                                               const typename Out::RowValues& amax) {
+                                             const typename Out::RowValues& amax) {
         const uint32_t row0 = tiles.a_row(t);
         const uint32_t m0 = t.m_block * Cfg::kBlockM;
         if constexpr (Tiles::kZeroRows) {  // rows that are no expert's

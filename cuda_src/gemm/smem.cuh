@@ -11,7 +11,7 @@
 // A scales: kBlockM floats per stage. B row scales (1x128, the weight gradient): kBlockN floats per stage.
 // B scales (128x128 blocks): the tile's every k-block, one or two scale rows.
 // Row amax inbox: a split tile with e4m3 output, the peers' amax of each row over their column chunks (or
-// over their tiles, for CTAs sharing a scale group); none where a workspace group takes the amax.
+// over their tiles, for CTAs sharing a scale group).
 // Layout words: the tile policy's (masked: rows and tile totals per group; contiguous: the record ring).
 // Barriers: full and empty per stage; `ready` and `received` for a split tile's exchange (and `amax` with
 // e4m3 output; CTAs sharing a scale group use `ready` and `amax`); the policy's.
@@ -40,11 +40,11 @@ struct SmemLayout {
     }
     static constexpr uint32_t kScalesB =
         Cfg::kRowScalesB ? 0 : (Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile * 4 + 15) / 16 * 16;
-    static constexpr uint32_t kSplitBarriers = Cfg::kExchangeCtas > 1 ? (Cfg::kShareAmax ? 3 : 2) : 0;
+    static constexpr uint32_t kSplitBarriers = Cfg::kExchangeCtas > 1 ? (Cfg::kOutFp8 ? 3 : 2) : 0;
     // A split tile's inbox: (kSplits - 1) peers' partial sums of this CTA's column chunk, FP32.
     static constexpr uint32_t kInbox = (Cfg::kSplits - 1) * Cfg::kBlockM * (Cfg::kBlockN / Cfg::kSplits) * 4;
     // ... and with e4m3 output, the peers' amax of each of the tile's rows (FP32).
-    static constexpr uint32_t kAmaxInbox = Cfg::kShareAmax ? (Cfg::kExchangeCtas - 1) * Cfg::kBlockM * 4 : 0;
+    static constexpr uint32_t kAmaxInbox = Cfg::kOutFp8 ? (Cfg::kExchangeCtas - 1) * Cfg::kBlockM * 4 : 0;
 
     static constexpr uint32_t kOffA = kTileD > kInbox ? kTileD : kInbox;
     static constexpr uint32_t kOffB = kOffA + Cfg::kStages * kStageA;

@@ -39,27 +39,6 @@ __device__ __forceinline__ void st_global_v4_u32(void* p, uint32_t a, uint32_t b
     asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
 
-__device__ __forceinline__ void st_global_u16(void* p, unsigned short v) {
-    asm volatile("st.global.u16 [%0], %1;" ::"l"(p), "h"(v) : "memory");
-}
-
-// Two 8-byte words, each written whole (single-copy atomic), as is each of the two loaded below.
-__device__ __forceinline__ void st_global_v2_u64(void* p, unsigned long long a, unsigned long long b) {
-    asm volatile("st.global.v2.u64 [%0], {%1, %2};" ::"l"(p), "l"(a), "l"(b) : "memory");
-}
-
-// A word as L2 holds it now (relaxed, GPU scope: never from a stale L1 line).
-__device__ __forceinline__ uint32_t ld_relaxed_gpu_u32(const void* p) {
-    uint32_t v;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-// Two 8-byte words as L2 holds them now (relaxed, GPU scope: never from a stale L1 line, reloaded on every call).
-__device__ __forceinline__ void ld_relaxed_gpu_v2_u64(const void* p, unsigned long long& a, unsigned long long& b) {
-    asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
-}
-
 // Orders this thread's generic-proxy shared-memory writes before later async-proxy (TMA) reads.
 __device__ __forceinline__ void fence_proxy_async_smem() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -68,15 +47,6 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
 // Named CTA barrier `id` over `threads` threads (a multiple of 32).
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads) {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
-// Named CTA barrier `id` over `threads` threads that also returns the OR of their predicates `p`.
-__device__ __forceinline__ bool named_barrier_or(uint32_t id, uint32_t threads, bool p) {
-    uint32_t any;
-    asm volatile(
-        "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, %2, %3, p;\n selp.u32 %0, 1, 0, q;\n}"
-        : "=r"(any) : "r"(uint32_t(p)), "r"(id), "r"(threads) : "memory");
-    return any != 0;
 }
 
 // Moves registers between warpgroups: the math warpgroups take what the producer gives back.

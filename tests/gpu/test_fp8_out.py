@@ -7,11 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hopper import requires_hopper
-from kernel_configs import WORKSPACE_GROUP, workspace_group_config
 from problems import PROPERTY_SETTINGS, calc_diff, dequant_a, dequant_b, make_contiguous, make_dense, make_masked
 
 import cugemm8
-from cugemm8 import fp8_gemm, heuristics, workspace
+from cugemm8 import fp8_gemm, heuristics
 from cugemm8.quantize import (AMAX_FLOOR, FP8_MAX, fp8_e4m3_to_float, per_token_cast_to_fp8_numpy, pow2_ceil,
                                quantize_scale)
 from cugemm8.reference import BF16_UNIT, REL_TOLERANCE, RMS_FLOOR
@@ -133,72 +132,6 @@ def test_group_shared_fp8_out(bm, bn, m, n, k, scale_format):
     fmt = "float8_e4m3" if scale_format == "float32" else "float8_e4m3_ue8m0"
     cfg = heuristics.make_config("normal", n, k, 1, bm, bn, stream_b=True, out_format=fmt, group_ctas=128 // bn)
     check_config(cfg, m, scale_format, seed=bm + bn + m)
-
-
-@pytest.mark.parametrize("scale_format", FORMATS)
-@pytest.mark.parametrize("config,m", [(c, m) for c, m in zip(WORKSPACE_GROUP, (128, 3, 129, 64, 1, 100))]
-                         + [(WORKSPACE_GROUP[0], 77), (WORKSPACE_GROUP[1], 64)])
-def test_workspace_group_fp8_out(config, m, scale_format):
-    """e4m3 output in narrow tiles, split or not, whose scale groups meet in a workspace in global memory (groups
-    past N, partial tiles, fewer tiles than a group, one-fragment chunks); bitwise the same on a repeat."""
-    fmt = "float8_e4m3" if scale_format == "float32" else "float8_e4m3_ue8m0"
-    cfg = workspace_group_config(*config, fmt)
-    check_config(cfg, m, scale_format, seed=sum(config) + m)
-
-
-def test_workspace_group_leaves_counts_zero_and_ignores_stale_parts():
-    """Each launch leaves its slots' counts at zero and their epochs one further; parts left in the workspace by
-    earlier launches (here overwritten with 0xff) or by a call of another shape change nothing."""
-    cfg = workspace_group_config(128, 32, 2, 2112, 7168, "float8_e4m3")
-    m, n = 128, cfg.n
-    _, _, a, sa, b, sb = make_dense(m, n, cfg.k, seed=5)
-    sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
-    q, s = cupy.zeros((m, n), dtype=cupy.uint8), cugemm8.empty_scale((m, -(-n // 128)))
-    run = fp8_gemm.bind(cfg, a, sa, b, sb, q, out_scale=s)
-    stream = cupy.cuda.get_current_stream()
-    ptr = workspace.get(a.data.device_id, stream.ptr, workspace.workspace_bytes(cfg, m))
-    slots = -(-n // 128)
-    words = cupy.ndarray((slots, 2), cupy.uint32, cupy.cuda.MemoryPointer(cupy.cuda.UnownedMemory(ptr, 8 * slots, None), 0))
-    epochs = words[:, 1].copy()
-    run()
-    q0, s0 = q.copy(), s.copy()
-    assert not words[:, 0].any() and bool((words[:, 1] == epochs + 1).all()), "counts not zero or epochs not moved"
-    parts = workspace.workspace_bytes(cfg, m) - 256
-    cupy.cuda.runtime.memsetAsync(ptr + 256, 0xFF, parts, stream.ptr)
-    q[:], s[:] = 0, 0
-    run()
-    assert bool((q == q0).all()) and bool((s.view(cupy.uint32) == s0.view(cupy.uint32)).all()), "stale parts"
-    check_config(workspace_group_config(64, 32, 4, 208, 7168, "float8_e4m3"), 1, "float32", seed=6)
-    q[:], s[:] = 0, 0
-    run()
-    assert bool((q == q0).all()) and bool((s.view(cupy.uint32) == s0.view(cupy.uint32)).all()), "after another shape"
-    # (the other shape's two calls used slots 0 and 1 as well)
-    assert not words[:, 0].any() and bool((words[2:, 1] == epochs[2:] + 3).all()) and \
-        bool((words[:2, 1] == epochs[:2] + 5).all())
-
-
-def test_workspace_group_in_a_cuda_graph():
-    """A workspace-group call captured in a CUDA graph (on a stream never used before, so its workspace is
-    allocated during the capture) gives the eager call's bytes on every replay."""
-    m, n, k = 128, 4096, 7168
-    assert heuristics.choose("normal", m, n, k, 1, 132, "float8_e4m3").config.workspace_group > 1
-    _, _, a, sa, b, sb = make_dense(m, n, k, seed=7)
-    sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
-    q0, s0 = cugemm8.matmul(a, sa, b, sb, out_dtype="float8_e4m3")
-    q, s = cupy.zeros_like(q0), cugemm8.empty_scale(s0.shape)
-    stream = cupy.cuda.Stream(non_blocking=True)
-    cupy.cuda.Device().synchronize()   # the arrays come from the legacy stream: no order with `stream`
-    stream.begin_capture()
-    try:
-        cugemm8.matmul(a, sa, b, sb, out=q, out_scale=s, out_dtype="float8_e4m3", stream=stream)
-    finally:
-        graph = stream.end_capture()
-    for _ in range(3):
-        q[:], s[:] = 0, 0
-        cupy.cuda.Device().synchronize()
-        graph.launch(stream)
-        stream.synchronize()
-        assert bool((q == q0).all()) and bool((s.view(cupy.uint32) == s0.view(cupy.uint32)).all())
 
 
 def test_zero_rows_give_the_floor_scale():

@@ -104,16 +104,12 @@ def test_fp8_out_devices():
 def test_fp8_out_tiles(layout, m, n, k, g, fmt):
     cfg = heuristics.choose(layout, m, n, k, g, 132, fmt).config
     assert cfg.out_format == fmt and cfg.out_fp8
-    if cfg.workspace_group > 1:  # narrower tiles, split or not, whose scale group meets in a workspace
-        assert heuristics.can_workspace_group(cfg.block_m, cfg.block_n, cfg.workspace_group)
-        assert layout == "normal" and cfg.group_ctas == 1 and cfg.cluster_dims == cfg.splits
-    elif cfg.group_ctas == 1:
+    if cfg.group_ctas == 1:
         assert cfg.block_n % 128 == 0 and cfg.swizzle_d == 128
     else:  # narrower tiles whose CTAs share the scale group
         assert heuristics.can_share_group(cfg.block_n, cfg.group_ctas) and cfg.swizzle_d == cfg.block_n
         assert layout == "normal" and cfg.splits == 1 and cfg.cluster_dims == cfg.group_ctas
-    assert cfg.splits == 1 or heuristics.can_split_k(cfg.block_n, k, cfg.splits)
-    assert cfg.splits == 1 or cfg.block_n == 128 or cfg.workspace_group > 1
+    assert cfg.splits == 1 or (cfg.block_n == 128 and heuristics.can_split_k(cfg.block_n, k, cfg.splits))
     # split K (decode) and the masked split tail as bf16 has them, over the tiles e4m3 can use
     if layout == "masked":
         assert cfg.tail_split == heuristics.tail_split_for("masked", cfg.block_n, k)
@@ -123,38 +119,25 @@ def test_fp8_out_tiles(layout, m, n, k, g, fmt):
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 7168, 2048), (64, 7168, 2048), (64, 7168, 16384), (128, 7168, 2048),
-                                   (64, 4096, 7168), (128, 4096, 7168), (64, 2112, 7168), (128, 2112, 7168),
-                                   (1, 256, 7168), (64, 24576, 1536)])
+                                   (64, 4096, 7168), (128, 4096, 7168), (64, 2112, 7168), (128, 2112, 7168)])
 @pytest.mark.parametrize("sms", [132, 114, 78])
-def test_fp8_out_takes_bf16s_narrow_tiles(m, n, k, sms):
-    """At decode-sized M, e4m3 takes bf16's pick where it is 64 or 32 wide: unsplit with its 2 or 4 CTAs a group
-    in clusters if those fit on the SMs at once; otherwise (split, or clusters that would not fit) as bf16 has it,
-    tile, split and grid, its groups meeting in a workspace. Wider or other tiles: 128-wide ones."""
+def test_fp8_out_shares_groups_where_bf16_picks_narrow_unsplit_tiles(m, n, k, sms):
+    """At decode-sized M, e4m3 takes bf16's pick where it is 64 or 32 wide and unsplit, its 2 or 4 CTAs a
+    group in clusters, if those fit on the SMs at once; otherwise 128-wide tiles."""
     bf16 = heuristics.choose("normal", m, n, k, 1, sms)
     plan = heuristics.choose("normal", m, n, k, 1, sms, "float8_e4m3")
-    b, cfg = bf16.config, plan.config
-    group = 128 // b.block_n if 128 % b.block_n == 0 else 0
-    shared_ctas = heuristics.ceil_div(m, b.block_m) * heuristics.ceil_div(b.num_n_blocks, max(group, 1)) * group
-    if b.split_k == 1 and heuristics.can_share_group(b.block_n, group) and \
-            shared_ctas <= heuristics.cluster_capacity(group, sms):
-        assert (cfg.block_m, cfg.block_n, cfg.group_ctas, cfg.split_k, cfg.workspace_group) == (
-            b.block_m, b.block_n, group, 1, 1)
-        assert plan.num_tiles == shared_ctas and plan.grid % group == 0 and plan.grid <= sms
-    elif group and heuristics.can_workspace_group(b.block_m, b.block_n, group):
-        assert (cfg.block_m, cfg.block_n, cfg.split_k, cfg.stream_b, cfg.group_ctas, cfg.workspace_group) == (
-            b.block_m, b.block_n, b.split_k, b.stream_b, 1, group)
-        assert (plan.grid, plan.num_tiles) == (bf16.grid, bf16.num_tiles)
+    group_ctas = 128 // bf16.config.block_n
+    shared_ctas = heuristics.ceil_div(m, bf16.config.block_m) * heuristics.ceil_div(
+        bf16.config.num_n_blocks, max(group_ctas, 1)) * group_ctas
+    wanted = (bf16.config.split_k == 1 and heuristics.can_share_group(bf16.config.block_n, group_ctas)
+              and shared_ctas <= heuristics.cluster_capacity(group_ctas, sms))
+    if wanted:
+        cfg = plan.config
+        assert (cfg.block_m, cfg.block_n, cfg.group_ctas, cfg.split_k) == (bf16.config.block_m, bf16.config.block_n,
+                                                                         group_ctas, 1)
+        assert plan.num_tiles == shared_ctas and plan.grid % group_ctas == 0 and plan.grid <= sms
     else:
-        assert cfg.group_ctas == 1 and cfg.workspace_group == 1 and cfg.block_n % 128 == 0
-
-
-def test_fp8_out_workspace_group_picks_on_the_h200():
-    """The shapes the workspace rule was made for (NOTES.md v33): bf16's narrow split tiles, and 32-wide unsplit
-    tiles whose clusters of 4 would not fit (128 CTAs)."""
-    for (m, n, k), (bn, split, group) in {(128, 2112, 7168): (32, 2, 4), (128, 4096, 7168): (64, 2, 2),
-                                          (64, 4096, 7168): (32, 1, 4)}.items():
-        cfg = heuristics.choose("normal", m, n, k, 1, 132, "float8_e4m3").config
-        assert (cfg.block_n, cfg.split_k, cfg.workspace_group, cfg.group_ctas) == (bn, split, group, 1)
+        assert plan.config.group_ctas == 1 and plan.config.block_n % 128 == 0
 
 
 def test_fp8_out_shared_group_picks_on_the_h200():
@@ -170,12 +153,6 @@ def test_fp8_out_shared_group_picks_on_the_h200():
     (dict(block_n=16, group_ctas=8), "group_ctas 2 or 4"),
     (dict(block_n=64, group_ctas=2, split_k=2), "no split"),
     (dict(block_n=64, group_ctas=2, layout="masked"), "the normal layout"),
-    (dict(block_n=64, workspace_group=2, out_format="bfloat16"), "workspace_group=2 needs e4m3 output"),
-    (dict(block_n=64, workspace_group=4), "block_n \\* workspace_group == 128"),
-    (dict(block_n=16, workspace_group=8), "block_n \\* workspace_group == 128"),
-    (dict(block_n=64, workspace_group=2, layout="masked"), "the normal layout"),
-    (dict(block_n=64, workspace_group=2, group_ctas=2), "no cluster group"),
-    (dict(block_m=256, block_n=64, workspace_group=2), "block_m <= 128"),
 ])
 def test_make_config_refuses_bad_group_sharing(kwargs, match):
     args = dict(layout="normal", n=1024, k=1024, num_groups=1, block_m=64, out_format="float8_e4m3")
