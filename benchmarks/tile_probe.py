@@ -18,23 +18,24 @@ from .protocol import Timer
 from .tune import compile_all, dense_inputs
 
 
-TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?(?:k(\d))?(c2)?")
+TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?(?:k(\d))?(c2)?(n)?")
 
 
 def tile_config(tile: str, n: int, k: int, out_dtype: str):
     """The configuration `tile` names ("BMxBN", "BMxBNsS" with S stages; "kS": K split over a cluster of S CTAs, B
-    loaded evict-first, as decode picks are; a trailing "c2": CTA pairs sharing A by multicast) for the normal
-    layout at N, K."""
+    loaded evict-first, as decode picks are, unless a trailing "n" keeps B's default L2 policy; a trailing "c2": CTA
+    pairs sharing A by multicast) for the normal layout at N, K."""
     from cugemm8 import heuristics
 
     match = TILE.fullmatch(tile)
     if match is None:
-        raise SystemExit(f"tile {tile!r}: expected BMxBN[sSTAGES][kSPLIT][c2], e.g. 256x128, 128x128s4c2 or 128x128k2")
-    bm, bn, stages, split, pairs = int(match[1]), int(match[2]), match[3], match[4], match[5]
+        raise SystemExit(f"tile {tile!r}: expected BMxBN[sSTAGES][kSPLIT][c2][n], e.g. 256x128, 128x128s4c2, 128x128k2 "
+                         "or 64x128k2n")
+    bm, bn, stages, split, pairs, plain_b = int(match[1]), int(match[2]), match[3], match[4], match[5], match[6]
     if split and (pairs or not heuristics.can_split_k(bn, k, int(split))):
         raise SystemExit(f"{tile}: {bm}x{bn} cannot split K={k} {split} ways" + (" with pairs" if pairs else ""))
     cfg = heuristics.make_config("normal", n, k, 1, bm, bn, cluster=2 if pairs else 1, out_format=out_dtype,
-                                 **({"split_k": int(split), "stream_b": True} if split else {}))
+                                 **({"split_k": int(split), "stream_b": not plain_b} if split else {}))
     if stages:
         if not 1 <= int(stages) <= cfg.stages:
             raise SystemExit(f"{tile}: {bm}x{bn} holds 1 to {cfg.stages} stages at K={k}")
@@ -90,7 +91,8 @@ def main(argv=None) -> int:
                 run = fp8_gemm.bind(cfg, a, sa, b, sb, cupy.empty((m, n), dtype=cugemm8.api.BF16), grid=grid)
             pairs = " pairs" if cfg.cluster > 1 else ""
             split = f" split {cfg.split_k}" if cfg.split_k > 1 else ""
-            name = f"{args.out_dtype} {cfg.block_m}x{cfg.block_n} s{cfg.stages}{split}{pairs} grid {grid}"
+            policy = " B evict-first" if cfg.stream_b else ""
+            name = f"{args.out_dtype} {cfg.block_m}x{cfg.block_n} s{cfg.stages}{split}{pairs}{policy} grid {grid}"
             fns[name + (" (pick)" if cfg == pick.config else "")] = run
         for run in fns.values():
             run()
