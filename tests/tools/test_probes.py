@@ -1,6 +1,8 @@
 """CPU tier for the probes (benchmarks.tile_probe, ablation_probe, wgrad_probe, stream_probe, l2_side_probe,
 stream_shape_probe): no GPU; the last two probes' kernels, and a weight gradient with a probe macro, are compiled by
 NVRTC."""
+import dataclasses
+
 import pytest
 
 from benchmarks import ablation_probe
@@ -15,6 +17,10 @@ def test_tile_names():
     pairs = tile_config("128x128s4c2", 4096, 7168, "bfloat16")
     assert (pairs.block_m, pairs.block_n, pairs.stages, pairs.cluster) == (128, 128, 4, 2)
     assert tile_config("128x128", 4096, 7168, "float8_e4m3").out_fp8
+    split = tile_config("64x128k2", 4096, 7168, "float8_e4m3")
+    assert (split.split_k, split.stream_b) == (2, True)
+    plain_b = tile_config("64x128k2n", 4096, 7168, "float8_e4m3")
+    assert (plain_b.split_k, plain_b.stream_b) == (2, False) and plain_b == dataclasses.replace(split, stream_b=False)
 
 
 @pytest.mark.parametrize("tile", ["256", "256x", "256x128s", "256x128c3", "x128", "256x128 "])
