@@ -27,7 +27,7 @@ from .tune import dense_inputs
 
 VARIANTS = {"base": (), "no-promote": ("CG8_PROBE_NO_PROMOTE",), "no-loads": ("CG8_PROBE_NO_LOADS",),
             "mma-only": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS"), "no-mma": ("CG8_PROBE_NO_MMA",),
-            "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE"), "rolled": ("CG8_PROBE_ROLLED",)}
+            "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE")}
 _defines: tuple[str, ...] = ()
 
 

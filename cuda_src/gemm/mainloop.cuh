@@ -277,8 +277,9 @@ struct MainLoop {
     __device__ __forceinline__ void row_scales(uint32_t kb_begin, uint32_t kb_end) {
         static_assert(Cfg::kRowScalesB && kSlabs == 1, "row_scales is the weight gradient's loop");
         const uint32_t row = wg * 64 + warp * 16 + lane / 4;
-        // k-block kb in stage st (a Const in the unrolled rounds: every shared-memory offset an immediate).
-        auto kblock = [&](uint32_t kb, auto st) {
+#pragma unroll 1
+        for (uint32_t kb = kb_begin; kb < kb_end; ++kb) {
+            const uint32_t st = ring.stage;
             CG8_MARK_KB(kTraceKbWait, kb);
             mbar_wait(&sm.full[st], ring.phase);
             CG8_MARK_KB(kTraceKbReady, kb);
@@ -297,7 +298,8 @@ struct MainLoop {
             for (uint32_t i = 0; i < kFrag; ++i) fence_operand(acc[0][i]);
 #ifdef CG8_PROBE_NO_PROMOTE  // benchmarks.ablation_probe, wgrad_probe only: one product kept
             sum[0][0] += sa0 * (sbc[0].x * acc[0][0]);
-            return;
+            ring.advance();
+            continue;
 #endif
 #pragma unroll
             for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) {
@@ -306,30 +308,6 @@ struct MainLoop {
                 sum[0][i * 4 + 2] += sa1 * (sbc[i].x * acc[0][i * 4 + 2]);
                 sum[0][i * 4 + 3] += sa1 * (sbc[i].y * acc[0][i * 4 + 3]);
             }
-        };
-#ifdef CG8_PROBE_ROLLED
-        for (uint32_t kb = kb_begin; kb < kb_end; ++kb) {
-            kblock(kb, ring.stage);
-            ring.advance();
-        }
-        return;
-#endif
-        // Rolled k-blocks up to stage 0, whole rounds of the ring unrolled, rolled again for the rest (K is a
-        // run-time value here).
-        uint32_t kb = kb_begin;
-#pragma unroll 1
-        for (; ring.stage != 0 && kb < kb_end; ++kb) {
-            kblock(kb, ring.stage);
-            ring.advance();
-        }
-#pragma unroll 1
-        for (; kb + Cfg::kStages <= kb_end; kb += Cfg::kStages) {
-            static_for<0, Cfg::kStages>([&](auto st) { kblock(kb + st.value, st); });
-            ring.phase ^= 1;
-        }
-#pragma unroll 1
-        for (; kb < kb_end; ++kb) {
-            kblock(kb, ring.stage);
             ring.advance();
         }
     }
