@@ -334,7 +334,7 @@ def wgrad_tensor_maps(cfg: KernelConfig, m: int, k: int, groups: int, a_ld: int,
         runtime.encode_2d(f32, ptrs[2], m, kb, get_tma_aligned_size(m, 4) * 4, -(-box_a // 4) * 4, 1, 0),
         runtime.encode_2d(f32, ptrs[3], cfg.n, kb, get_tma_aligned_size(cfg.n, 4) * 4, cfg.block_n, 1, 0),
         runtime.encode_3d(f32, ptrs[4], (cfg.n, m, groups), (d_ld * 4, d_gld * 4),
-                          (cfg.swizzle_d // 4 or cfg.block_n, min(cfg.block_m, m), 1), cfg.swizzle_d),
+                          (cfg.swizzle_d // 4, min(cfg.block_m, m), 1), cfg.swizzle_d),
     )
 
 

@@ -37,13 +37,13 @@ def tile_rate(block_m: int, block_n: int) -> float:
 
 
 def make_config(layout: str, n: int, num_groups: int, block_m: int, block_n: int, stages: int = 0,
-                d_atoms: int = 0, swizzle_d: int | None = None) -> KernelConfig:
+                d_atoms: int = 0) -> KernelConfig:
     """The weight-gradient configuration of one tile shape: one math warpgroup per 64 rows, the widest FP32 output
     swizzle; of the output tile's atoms, `d_atoms` in shared memory (0: as many as fit beside STAGE_TARGET stages,
     all if they do); `stages` stages (0: the most that fit beside them)."""
     k_groups = num_groups if layout == "k_grouped" else 0
-    swizzle = swizzle_for(block_n, 4) if swizzle_d is None else swizzle_d
-    atoms = block_n * 4 // swizzle if swizzle else 1
+    swizzle = swizzle_for(block_n, 4)
+    atoms = block_n * 4 // swizzle
 
     def fits(s: int, held: int) -> bool:
         return wgrad_smem_bytes(block_m, block_n, s, k_groups, swizzle, held % atoms) <= SMEM_CAPACITY
