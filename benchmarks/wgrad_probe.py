@@ -17,7 +17,7 @@ import re
 from .ablation_probe import build_all, probe_args, time_variants
 from .protocol import Timer
 
-TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?(p)?")
+TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?")
 
 
 def tile_config(tile: str, n: int):
@@ -26,8 +26,7 @@ def tile_config(tile: str, n: int):
     match = TILE.fullmatch(tile)
     if match is None:
         raise SystemExit(f"tile {tile!r}: expected BMxBN[sSTAGES], e.g. 128x160 or 128x128s5")
-    return heuristics_wgrad.make_config("normal", n, 1, int(match[1]), int(match[2]), int(match[3] or 0),
-                                        share_b=bool(match[4]))
+    return heuristics_wgrad.make_config("normal", n, 1, int(match[1]), int(match[2]), int(match[3] or 0))
 
 
 def main(argv=None) -> int:
@@ -51,7 +50,7 @@ def main(argv=None) -> int:
         binders = {}
         for tile in tiles:
             cfg = configs[n, tile]
-            binders[f"{cfg.block_m}x{cfg.block_n} s{cfg.stages}" + (" pairs" if cfg.share_b else "")] = lambda cfg=cfg: fp8_gemm.bind_wgrad(
+            binders[f"{cfg.block_m}x{cfg.block_n} s{cfg.stages}"] = lambda cfg=cfg: fp8_gemm.bind_wgrad(
                 cfg, a, sa, b, sb, cupy.zeros((m, n), cupy.float32))
         time_variants(timer, (m, n, k), binders, variants, args.reps)
     return 0

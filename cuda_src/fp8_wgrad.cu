@@ -7,11 +7,7 @@
 //   m, k     rows of A and D; columns of A and B (the k-grouped layout: all groups')
 #include "gemm/kernel.cuh"
 
-#ifndef CG8_CLUSTER_DIMS
-#define CG8_CLUSTER_DIMS
-#endif
-
-extern "C" __global__ void __launch_bounds__(cg8::Config::kThreads, 1) CG8_CLUSTER_DIMS
+extern "C" __global__ void __launch_bounds__(cg8::Config::kThreads, 1)
 cugemm8_fp8_wgrad(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                   const __grid_constant__ CUtensorMap tmap_sa, const __grid_constant__ CUtensorMap tmap_sb,
                   const __grid_constant__ CUtensorMap tmap_d, const int* __restrict__ k_sizes, unsigned int m,

@@ -50,8 +50,6 @@ def config_type(cfg: KernelConfig) -> str:
               cfg.record_slots, cfg.split_k, "true" if cfg.stream_b else "false"]
     if cfg.wgrad:  # FP32 added into D, with 1x128 B scales (and K at run time: k == 0)
         params += ["cg8::OutFormat::kF32Add", "cg8::ScaleB::kRow", cfg.d_atoms]
-        if cfg.share_b:
-            params += [1, "true"]
     elif cfg.out_fp8 or cfg.share_b:  # the defaults are left out, so older sources (and cache keys) read as before
         params.append(_OUT_FORMATS[cfg.out_format])
         if cfg.group_ctas > 1 or cfg.share_b:  # (the parameters before them at their defaults)
@@ -332,8 +330,7 @@ def wgrad_tensor_maps(cfg: KernelConfig, m: int, k: int, groups: int, a_ld: int,
     f32 = dt.CU_TENSOR_MAP_DATA_TYPE_FLOAT32
     return (
         runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[0], k, m, a_ld, BLOCK_K, box_a, 128),
-        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[1], k, cfg.n, b_ld, BLOCK_K,
-                          cfg.block_n // 2 if cfg.share_b else cfg.block_n, 128),
+        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[1], k, cfg.n, b_ld, BLOCK_K, cfg.block_n, 128),
         runtime.encode_2d(f32, ptrs[2], m, kb, get_tma_aligned_size(m, 4) * 4, -(-box_a // 4) * 4, 1, 0),
         runtime.encode_2d(f32, ptrs[3], cfg.n, kb, get_tma_aligned_size(cfg.n, 4) * 4, cfg.block_n, 1, 0),
         runtime.encode_3d(f32, ptrs[4], (cfg.n, m, groups), (d_ld * 4, d_gld * 4),

@@ -37,7 +37,7 @@ def tile_rate(block_m: int, block_n: int) -> float:
 
 
 def make_config(layout: str, n: int, num_groups: int, block_m: int, block_n: int, stages: int = 0,
-                d_atoms: int = 0, share_b: bool = False) -> KernelConfig:
+                d_atoms: int = 0) -> KernelConfig:
     """The weight-gradient configuration of one tile shape: one math warpgroup per 64 rows, the widest FP32 output
     swizzle; of the output tile's atoms, `d_atoms` in shared memory (0: as many as fit beside STAGE_TARGET stages,
     all if they do); `stages` stages (0: the most that fit beside them)."""
@@ -57,7 +57,7 @@ def make_config(layout: str, n: int, num_groups: int, block_m: int, block_n: int
     stages = stages or next((s for s in range(MAX_STAGES, 0, -1) if fits(s, d_atoms)), 0)
     return KernelConfig(layout=layout, n=n, k=0, num_groups=num_groups, block_m=block_m, block_n=block_n,
                         stages=stages, num_math_wg=block_m // 64, swizzle_d=swizzle,
-                        out_format=WGRAD_OUT, d_atoms=d_atoms, cluster=2 if share_b else 1, share_b=share_b)
+                        out_format=WGRAD_OUT, d_atoms=d_atoms)
 
 
 @functools.lru_cache(maxsize=1024)

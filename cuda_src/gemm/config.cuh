@@ -116,8 +116,7 @@ struct GemmConfig {
     static_assert(kMulticast == 1 || (kMulticast == 2 && (kShareB || kNumNBlocks % 2 == 0)),
                   "pairs sharing A need even n-blocks");
     // A half of a 128-byte swizzled B tile must start on the swizzle's 1024-byte period (8 rows).
-    static_assert(!kShareB || (kMulticast == 2 && (kLayout == Layout::kContiguous || (kLayout == Layout::kNormal && kRowScalesB)) &&
-                               kBlockM == 128 && kBlockN % 16 == 0),
+    static_assert(!kShareB || (kMulticast == 2 && kLayout == Layout::kContiguous && kBlockM == 128 && kBlockN % 16 == 0),
                   "pairs sharing B: the contiguous layout, BLOCK_M 128 (the tiles tested), BLOCK_N a multiple of 16");
     // Each CTA of a split tile owns a column chunk of whole 8-column fragments and at least one k-block.
     // (Which layouts may split, or have a record ring, their tile policies say.)
@@ -139,7 +138,7 @@ struct GemmConfig {
     // per warpgroup (registers: sums, one accumulator, B's column scales), unsplit and without multicast.
     static_assert(kRowScalesB == kOutF32 && kRowScalesB == kRuntimeK && ((kLayout == Layout::kKGrouped) <= kRuntimeK),
                   "1x128 B scales, K at run time and FP32 output make the weight gradient, and only they");
-    static_assert(!kRowScalesB || (kSlabsPerWG == 1 && kSplits == 1 && (kMulticast == 1 || kShareB) && kSwizzleD != 0),
+    static_assert(!kRowScalesB || (kSlabsPerWG == 1 && kSplits == 1 && kMulticast == 1 && kSwizzleD != 0),
                   "the weight gradient needs one slab per math warpgroup, no split or multicast and a swizzled "
                   "output tile");
     static_assert(kTileAtoms == kNumAtoms || (kOutF32 && kTileAtoms >= 2 && kTileAtoms < kNumAtoms),

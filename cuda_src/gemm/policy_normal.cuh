@@ -20,8 +20,7 @@ struct NormalTiles : WholeTiles<Cfg> {
     static constexpr uint32_t kSmemWordBytes = 0;
 
     // What a cluster walks: tiles, or with CTAs sharing a scale group, the groups' columns of tiles.
-    static constexpr uint32_t kClusterCtas = Cfg::kSplitK * Cfg::kGroupCtas * (Cfg::kShareB ? 2 : 1);
-    static constexpr uint32_t kPairRows = Cfg::kShareB ? 2 : 1;  // m-blocks a cluster's tile covers (pairs sharing B)
+    static constexpr uint32_t kClusterCtas = Cfg::kSplitK * Cfg::kGroupCtas;
     static constexpr uint32_t kWalkNBlocks = (Cfg::kNumNBlocks + Cfg::kGroupCtas - 1) / Cfg::kGroupCtas;
 
     uint32_t m;             // rows of A
@@ -40,10 +39,8 @@ struct NormalTiles : WholeTiles<Cfg> {
     __device__ __forceinline__ static void finish_layout(int32_t*, uint32_t) {}
 
     __device__ __forceinline__ bool next(Tile& t) {
-        const uint32_t walk_m_blocks = (num_m_blocks + kPairRows - 1) / kPairRows;
-        if (tile_idx >= walk_m_blocks * kWalkNBlocks) return false;
-        raster<Cfg, kWalkNBlocks>(tile_idx, walk_m_blocks, t.m_block, t.n_block);
-        if constexpr (Cfg::kShareB) t.m_block = t.m_block * 2 + blockIdx.x % 2, t.share_b = true;
+        if (tile_idx >= num_m_blocks * kWalkNBlocks) return false;
+        raster<Cfg, kWalkNBlocks>(tile_idx, num_m_blocks, t.m_block, t.n_block);
         if constexpr (Cfg::kGroupCtas > 1) t.n_block = t.n_block * Cfg::kGroupCtas + blockIdx.x % Cfg::kGroupCtas;
         t.rows = m;
         t.group = 0;
@@ -60,10 +57,8 @@ struct NormalTiles : WholeTiles<Cfg> {
     // are never stored. A multicast pair lands a whole tile, and so do 256-row tiles (picked for large M
     // only: their kernels keep the compile-time byte count). fp8_gemm.box_rows_a encodes the TMA boxes.
     __device__ __forceinline__ static uint32_t rows_a_landing(uint32_t m) {
-        return (Cfg::kMulticast == 1 || Cfg::kShareB) && Cfg::kBlockM <= 128 ? min(m, Cfg::kBlockM) : Cfg::kBlockM;
+        return Cfg::kMulticast == 1 && Cfg::kBlockM <= 128 ? min(m, Cfg::kBlockM) : Cfg::kBlockM;
     }
-
-    __device__ __forceinline__ static uint32_t pad_kblocks(const Tile&) { return 0u; }
 
     __device__ __forceinline__ int32_t pass_group(const Tile& t, uint32_t) const { return t.group; }
 };
