@@ -23,7 +23,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from .protocol import Timer
 from .tile_probe import report, tile_config
-from .tune import dense_inputs
+from .tune import dense_inputs, provenance_line
 
 VARIANTS = {"base": (), "no-promote": ("CG8_PROBE_NO_PROMOTE",), "no-loads": ("CG8_PROBE_NO_LOADS",),
             "mma-only": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS"), "no-mma": ("CG8_PROBE_NO_MMA",),
@@ -115,6 +115,7 @@ def main(argv=None) -> int:
     configs = {(m, n, k, tile): tile_config(tile, n, k, "bfloat16") for m, n, k in shapes for tile in tiles}
     build_all(configs.values(), variants)
 
+    print(provenance_line(), flush=True)
     timer = Timer(settle_s=0.5, warmup=3)
     for m, n, k in shapes:
         a, sa, b, sb = dense_inputs(m, n, k)

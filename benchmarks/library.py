@@ -184,7 +184,6 @@ def current() -> Library:
     return Library(importlib.import_module("cugemm8"))
 
 
-
 def add_base_argument(ap) -> None:
     """The A/B tools' --base: another checkout's cugemm8/ and cuda_src/, loaded by load()."""
     ap.add_argument("--base", required=True, help="folder holding the other checkout's cugemm8/ and cuda_src/")

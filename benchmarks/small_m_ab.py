@@ -14,7 +14,7 @@ import statistics
 
 from . import library
 from .protocol import CudaDevice, Timer
-from .tune import dense_inputs, gpu_props, provenance
+from .tune import dense_inputs, provenance_line
 
 DEFAULT_SHAPES = "1x256x4096,1x256x7168,1x512x4096,1x512x7168,4x256x7168,8x512x7168"
 
@@ -34,9 +34,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     libs = {"base": library.load(args.base, "cugemm8_base"), "cur": library.current()}
     sms = cugemm8.get_num_sms()
-    prov = provenance()
-    print(f"{gpu_props()['name']} ({sms} SMs), {prov['utc']}, driver {prov['driver_api_version']}, NVRTC "
-          f"{prov['nvrtc']}, cupy {prov['cupy']}; base {args.base}; cur {prov['git']}", flush=True)
+    print(f"{provenance_line()}; base {args.base}", flush=True)
     stream = cp.cuda.Stream(non_blocking=False)
     timer = Timer(CudaDevice(stream))
     for text in args.shapes.split(","):

@@ -15,7 +15,7 @@ import re
 import statistics
 
 from .protocol import Timer
-from .tune import compile_all, dense_inputs
+from .tune import compile_all, dense_inputs, provenance_line
 
 
 TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?(?:k(\d))?(c2)?(n)?")
@@ -74,6 +74,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"compile errors: {errors}")
 
     fp8 = args.out_dtype != "bfloat16"
+    print(provenance_line(), flush=True)
     timer = Timer(settle_s=0.5, warmup=3)
     for m, n, k in shapes:
         a, sa, b, sb = dense_inputs(m, n, k)

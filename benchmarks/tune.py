@@ -120,6 +120,16 @@ def provenance() -> dict:
             "cuda_bindings": package_version("cuda-bindings"), "git": git_info()}
 
 
+def provenance_line() -> str:
+    """One line for a probe's log, so that its numbers can be read later without a JSON: the GPU, when, the
+    versions and the commit."""
+    import cupy
+
+    prov, gpu = provenance(), gpu_props()
+    return (f"{gpu['name']} ({gpu['num_sms']} SMs), {prov['utc']}, driver {prov['driver_api_version']}, NVRTC "
+            f"{prov['nvrtc']}, cupy {cupy.__version__}; {prov['git']}")
+
+
 def write(path: str | None, doc: dict) -> None:
     if not path:
         return

@@ -16,6 +16,7 @@ import re
 
 from .ablation_probe import build_all, probe_args, time_variants
 from .protocol import Timer
+from .tune import provenance_line
 
 TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?")
 
@@ -41,6 +42,7 @@ def main(argv=None) -> int:
     configs = {(n, tile): tile_config(tile, n) for _, n, _ in shapes for tile in tiles}
     build_all(configs.values(), variants)
 
+    print(provenance_line(), flush=True)
     timer = Timer(settle_s=0.5, warmup=3)
     rng = cupy.random.default_rng(0)
     for m, n, k in shapes:

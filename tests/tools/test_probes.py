@@ -150,3 +150,16 @@ def test_probe_kernels_compile_for_sm90a(module):
     log = b" " * size
     nvrtc.nvrtcGetProgramLog(prog, log)
     assert result == nvrtc.nvrtcResult.NVRTC_SUCCESS, log.decode()
+
+
+def test_probe_logs_open_with_the_gpu_date_versions_and_commit(monkeypatch):
+    """tile_probe, ablation_probe, wgrad_probe and small_m_ab print tune.provenance_line() first, so a log read
+    later names its GPU, date, driver, NVRTC and commit."""
+    from benchmarks import tune
+
+    monkeypatch.setattr(tune, "gpu_props", lambda: {"name": "NVIDIA H200", "num_sms": 132})
+    monkeypatch.setattr(tune, "provenance", lambda: {"utc": "2026-11-26T22:00:00+00:00", "driver_api_version": 13000,
+                                                      "nvrtc": "13.0", "git": {"commit": "abc", "dirty": False}})
+    line = tune.provenance_line()
+    for part in ("NVIDIA H200 (132 SMs)", "2026-11-26T22:00:00+00:00", "driver 13000", "NVRTC 13.0", "abc"):
+        assert part in line
