@@ -12,15 +12,6 @@
 
 namespace cg8 {
 
-// What a main loop runs while its first MMAs run, when the caller gives nothing.
-struct NoHook {
-    __device__ __forceinline__ void operator()() const {}
-};
-template <class F> struct IsHook { static constexpr bool value = true; };
-template <> struct IsHook<NoHook> { static constexpr bool value = false; };
-template <class F> struct IsHook<F&> : IsHook<F> {};
-template <class F> struct IsHook<const F&> : IsHook<F> {};
-
 template <class Cfg>
 struct MainLoop {
     static constexpr uint32_t kSlabs = Cfg::kSlabsPerWG;
@@ -166,67 +157,48 @@ struct MainLoop {
     }
 
     // One accumulator: per k-block, each slab's MMAs then its promotion; the other math warpgroup's
-    // MMAs fill the tensor cores meanwhile. kEvery: every slab works (else those in `slabs`). `first` runs
-    // once, while the pass's first MMAs run (NoHook: nothing).
-    template <bool kEvery, bool kWhole, class P, class First = NoHook>
-    __device__ __forceinline__ void one_accumulator(const P& p, uint32_t slabs, First&& first = {}) {
+    // MMAs fill the tensor cores meanwhile. kEvery: every slab works (else those in `slabs`).
+    template <bool kEvery, bool kWhole, class P>
+    __device__ __forceinline__ void one_accumulator(const P& p, uint32_t slabs) {
         const uint32_t last = kEvery ? kSlabs - 1 : 31 - __clz(slabs);
         float scale[kSlabs][4];
-        auto kblock = [&](uint32_t kb, uint32_t st, auto is_first) {
+        auto kblock = [&](uint32_t kb, uint32_t st) {
             wait_stage(kb, scale, st);
 #pragma unroll
             for (uint32_t w = 0; w < kSlabs; ++w) {
                 if (!kEvery && !((slabs >> w) & 1u)) continue;
                 issue_mma(acc[0], w, st);
-                if constexpr (is_first.value)
-                    if (w == 0) first();
                 wgmma_wait<0>();
                 if (w == last) release(st);  // the stage is no longer needed: release it before promoting
                 promote(sum[w], acc[0], scale[w], p.boundary);
             }
         };
-        constexpr bool kHooked = IsHook<First>::value;
-        if constexpr (Walk::kAlignStages && kWhole) stage_aligned<kHooked>(kblock);
-        else if constexpr (Walk::kRingRounds) ring_rounds<kHooked>(kblock);
-        else rolled<kHooked>(p, kblock);
+        if constexpr (Walk::kAlignStages && kWhole) stage_aligned(kblock);
+        else if constexpr (Walk::kRingRounds) ring_rounds(kblock);
+        else rolled(p, kblock);
     }
 
-    // The walks call kblock(kb, stage, is_first), is_first a Const: 1 for the pass's first k-block where kHooked.
-    template <bool kHooked, class P, class KBlock>
+    template <class P, class KBlock>
     __device__ __forceinline__ void rolled(const P& p, KBlock&& kblock) {
-        uint32_t kb = p.kb_begin;
-        if constexpr (kHooked) {
-            kblock(kb++, ring.stage, Const<1>{});
-            ring.advance();
-        }
 #pragma unroll 1
-        for (; kb < p.kb_end; ++kb) {
-            kblock(kb, ring.stage, Const<0>{});
+        for (uint32_t kb = p.kb_begin; kb < p.kb_end; ++kb) {
+            kblock(kb, ring.stage);
             ring.advance();
         }
     }
 
     // k-block kb in stage kb % kStages: the stage a compile-time constant in each unrolled copy. The
-    // stages the last round leaves unused are passed through, as the producer does. With kHooked the
-    // first round is a copy of its own, so that the steady rounds carry no hook.
-    template <bool kHooked, class KBlock>
+    // stages the last round leaves unused are passed through, as the producer does.
+    template <class KBlock>
     __device__ __forceinline__ void stage_aligned(KBlock&& kblock) {
         constexpr uint32_t kRounds = Cfg::kNumKBlocks / Cfg::kStages, kRest = Cfg::kNumKBlocks % Cfg::kStages;
-        uint32_t r = 0;
-        if constexpr (kHooked && kRounds > 0) {
-            static_for<0, Cfg::kStages>([&](auto st) { kblock(st.value, st.value, Const<st.value == 0>{}); });
-            ring.phase ^= 1;
-            r = 1;
-        }
 #pragma unroll 1
-        for (; r < kRounds; ++r) {
-            static_for<0, Cfg::kStages>([&](auto st) { kblock(r * Cfg::kStages + st.value, st.value, Const<0>{}); });
+        for (uint32_t r = 0; r < kRounds; ++r) {
+            static_for<0, Cfg::kStages>([&](auto st) { kblock(r * Cfg::kStages + st.value, st.value); });
             ring.phase ^= 1;
         }
         if constexpr (kRest > 0) {
-            static_for<0, kRest>([&](auto st) {
-                kblock(kRounds * Cfg::kStages + st.value, st.value, Const<kHooked && kRounds == 0 && st.value == 0>{});
-            });
+            static_for<0, kRest>([&](auto st) { kblock(kRounds * Cfg::kStages + st.value, st.value); });
             static_for<kRest, Cfg::kStages>([&](auto st) {
                 mbar_wait(&sm.full[st.value], ring.phase);
                 release(st.value);
@@ -236,35 +208,31 @@ struct MainLoop {
     }
 
     // Rolled k-blocks up to stage 0, whole rounds of the ring (the stage a compile-time constant in
-    // each copy), rolled again for the rest. With kHooked the first k-block is peeled off.
-    template <bool kHooked, class KBlock>
+    // each copy), rolled again for the rest.
+    template <class KBlock>
     __device__ __forceinline__ void ring_rounds(KBlock&& kblock) {
         uint32_t kb = 0;
-        if constexpr (kHooked) {
-            kblock(kb++, ring.stage, Const<1>{});
-            ring.advance();
-        }
 #pragma unroll 1
-        for (; ring.stage != 0; ++kb) {  // at most kStages - 1 <= kNumKBlocks k-blocks in all
-            kblock(kb, ring.stage, Const<0>{});
+        for (; ring.stage != 0; ++kb) {  // at most kStages - 1 <= kNumKBlocks k-blocks
+            kblock(kb, ring.stage);
             ring.advance();
         }
 #pragma unroll 1
         for (uint32_t r = (Cfg::kNumKBlocks - kb) / Cfg::kStages; r != 0; --r, kb += Cfg::kStages) {
-            static_for<0, Cfg::kStages>([&](auto st) { kblock(kb + st.value, st.value, Const<0>{}); });
+            static_for<0, Cfg::kStages>([&](auto st) { kblock(kb + st.value, st.value); });
             ring.phase ^= 1;
         }
 #pragma unroll 1
         for (; kb < Cfg::kNumKBlocks; ++kb) {
-            kblock(kb, ring.stage, Const<0>{});
+            kblock(kb, ring.stage);
             ring.advance();
         }
     }
 
     // Two accumulators (one slab): k-block kb's MMAs run while kb-1 is promoted, so the MMA latency is
     // hidden even when this is the only math warpgroup.
-    template <class P, class First = NoHook>
-    __device__ __forceinline__ void two_accumulators(const P& p, First&& first = {}) {
+    template <class P>
+    __device__ __forceinline__ void two_accumulators(const P& p) {
         float scale0[kSlabs][4], scale1[kSlabs][4];  // kSlabs == 1 here
         uint32_t stage0, stage1;
         auto retire = [&](float (&d)[kFrag], const float (&sc)[kSlabs][4], uint32_t st) {
@@ -279,7 +247,6 @@ struct MainLoop {
             ring.advance();
         };
         start(p.kb_begin, acc[0], scale0, stage0);
-        first();
         uint32_t kb = p.kb_begin + 1;
 #pragma unroll 1
         for (; kb + 1 < p.kb_end; kb += 2) {

@@ -46,22 +46,6 @@ struct MathWarpgroups {
                 else work_tile<false, false>(loop, t, fetch_next, split_phase);
                 t = next_t;
             }
-        } else if constexpr (kDeferEpilogue) {
-            // Each tile's epilogue runs in the next tile's first k-block, while its first MMAs run; the last
-            // tile's after the loop.
-            Tile prev;
-            bool pending = false;  // prev's epilogue is yet to run
-            typename Out::RowValues no_amax;  // (only split and group-shared tiles exchange row amax)
-            auto deferred = [&] {
-                if (pending) epilogue<false>(loop, prev, prev.n_block * Cfg::kBlockN, no_amax);
-                loop.clear_sums();
-            };
-            while (tiles.next(t)) {
-                work_tile<false, true>(loop, t, [] {}, split_phase, deferred);
-                prev = t;
-                pending = true;
-            }
-            if (pending) epilogue<false>(loop, prev, prev.n_block * Cfg::kBlockN, no_amax);
         } else {
             while (tiles.next(t)) work_tile<(Cfg::kSplitK > 1), true>(loop, t, [] {}, split_phase);
             if constexpr (Cfg::kTailSplit)
@@ -73,17 +57,11 @@ struct MathWarpgroups {
     // One tile: its passes, then the epilogue. fetch_next() (the policy's next tile) runs once, after
     // the first pass's staging barrier, or before the epilogue of a tile without passes.
     // kSplitTile: a split tile (split K, or a tail() tile); kWhole: t.whole(), one pass of every slab.
-    // With a `deferred` hook (kDeferEpilogue) the sums are neither cleared nor stored here: the hook, run
-    // while the first MMAs run, stores the previous tile's and clears them.
-    template <bool kSplitTile, bool kWhole, class FetchNext, class Deferred = NoHook>
-    __device__ __forceinline__ void work_tile(Loop& loop, const Tile& t, FetchNext&& fetch_next, uint32_t& split_phase,
-                                              Deferred&& deferred = {}) {
-        constexpr bool kDefer = IsHook<Deferred>::value;
-        static_assert(!kDefer || (kWhole && !kSplitTile && !kGroupShared && !Cfg::kRowScalesB),
-                      "a deferred epilogue: whole, unsplit tiles of their own");
+    template <bool kSplitTile, bool kWhole, class FetchNext>
+    __device__ __forceinline__ void work_tile(Loop& loop, const Tile& t, FetchNext&& fetch_next, uint32_t& split_phase) {
         const uint32_t n0 = t.n_block * Cfg::kBlockN;
         CG8_MARK(kTraceTile, (kSplitTile ? t.split << 28 : 0u) | (t.n_block << 16) | t.m_block);
-        if constexpr (!kDefer) loop.clear_sums();
+        loop.clear_sums();
 #pragma unroll 1
         for (uint32_t passes = kWhole ? 1u : t.passes; passes != 0; passes &= passes - 1) {
             const bool first_pass = kWhole || passes == t.passes;
@@ -93,7 +71,7 @@ struct MathWarpgroups {
             // branches on it then keep the wgmma descriptors on the uniform datapath (NOTES.md v8).
             const uint32_t slabs = kWhole ? Loop::kAllSlabs : __reduce_or_sync(~0u, tiles.active_slabs(t, pass, wg));
             if constexpr (!Cfg::kRowScalesB)  // 1x128 B scales come with each stage instead
-                stage_b_scales<kSplitTile>(first_pass && !kDefer, group, n0, loop.store_thread);
+                stage_b_scales<kSplitTile>(first_pass, group, n0, loop.store_thread);
             CG8_MARK(kTraceStaged);
             if constexpr (kSplitTile) Split::signal_ready(sm.split_ready, sm.split_received, sm.split_amax, t.split - 1);
             else if constexpr (kGroupShared) Split::signal_ready(sm.split_ready, sm.split_received, sm.split_amax, group_rank());
@@ -112,10 +90,10 @@ struct MathWarpgroups {
                 with_boundary(n0, [&](auto boundary) {
                     const typename Loop::template Pass<decltype(boundary)> p{kb_begin, kb_end, boundary};
                     if constexpr (Cfg::kAccSets == 1) {
-                        if (slabs == Loop::kAllSlabs) loop.template one_accumulator<true, kWhole>(p, slabs, deferred);
-                        else loop.template one_accumulator<false, kWhole>(p, slabs, deferred);
+                        if (slabs == Loop::kAllSlabs) loop.template one_accumulator<true, kWhole>(p, slabs);
+                        else loop.template one_accumulator<false, kWhole>(p, slabs);
                     } else {
-                        loop.two_accumulators(p, deferred);
+                        loop.two_accumulators(p);
                     }
                 });
             }
@@ -147,7 +125,7 @@ struct MathWarpgroups {
             CG8_MARK(kTraceExchanged);
         }
         if (!kWhole && t.passes == 0) fetch_next();
-        if constexpr (!kDefer) epilogue<kSplitTile>(loop, t, n0, amax);
+        epilogue<kSplitTile>(loop, t, n0, amax);
     }
 
     // f(b) with b the first column of the tile at n0 whose B scale is the next scale row (kBlockN: none). Where
@@ -179,21 +157,17 @@ struct MathWarpgroups {
     static constexpr bool kGroupShared = Cfg::kGroupCtas > 1;
     // This CTA's place among them: its tile is the group's rank-th (the cluster's CTAs are consecutive in x).
     __device__ __forceinline__ static uint32_t group_rank() { return blockIdx.x % Cfg::kGroupCtas; }
-    // Each tile's epilogue inside the next tile's first k-block, while that k-block's first MMAs run, so that
-    // the tensor cores do not sit out the stores (the policy's choice: NOTES.md v34).
-    static constexpr bool kDeferEpilogue = Tiles::kDeferEpilogue;
 
     // The pass's B scales into shared memory, once: a global load per k-block would put an L2 round trip
-    // on every k-block of small tiles. `after_barrier`: every math thread is past the previous tile's main
-    // loop (the epilogue's barrier); otherwise (a later pass of the same tile, or a tile after a main loop
-    // whose epilogue was deferred) the previous readers are waited for first.
+    // on every k-block of small tiles. Every math thread is past the previous tile's main loop (the
+    // epilogue's barrier); a later pass of the same tile must first wait for the previous pass's readers.
     template <bool kSplitTile>
-    __device__ __forceinline__ void stage_b_scales(bool after_barrier, int32_t group, uint32_t n0, bool store_thread) {
+    __device__ __forceinline__ void stage_b_scales(bool first_pass, int32_t group, uint32_t n0, bool store_thread) {
         const uint32_t sb_row = uint32_t(group) * Cfg::kScaleRowsB + n0 / 128;
         const float* sb0_ptr = sb + sb_row * Cfg::kNumKBlocks;
         const float* sb1_ptr =
             sb + min(sb_row + 1, uint32_t(group) * Cfg::kScaleRowsB + Cfg::kScaleRowsB - 1) * Cfg::kNumKBlocks;
-        if (!after_barrier) named_barrier_sync(1, Cfg::kMathThreads);
+        if (!first_pass) named_barrier_sync(1, Cfg::kMathThreads);
         if constexpr (kSplitTile) Split::before_staging(store_thread);
         for (uint32_t i = threadIdx.x; i < Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile; i += Cfg::kMathThreads)
             sm.sb[i] = __ldg(i < Cfg::kNumKBlocks ? sb0_ptr + i : sb1_ptr + (i - Cfg::kNumKBlocks));

@@ -20,7 +20,6 @@ struct ContiguousTiles {
     // Each role fetches its next tile while the current one is in flight: the producer's slab-id loads
     // then cost nothing between tiles.
     static constexpr bool kFetchEarly = true;
-    static constexpr bool kDeferEpilogue = false;
     // The rolled main loops form shared-memory addresses from a base pinned in a uniform register (else
     // ptxas re-derived it from SR_CgaCtaId before every stage's wait: NOTES.md v11).
     static constexpr bool kPinnedBase = true;

@@ -13,7 +13,6 @@ struct MaskedTiles {
     using Tile = cg8::Tile<Cfg>;
     static constexpr uint32_t kGroups = Cfg::kNumGroups;
     static constexpr bool kFetchEarly = false;
-    static constexpr bool kDeferEpilogue = false;
     static constexpr bool kPinnedBase = false;
     static constexpr StageWalk kStageWalk = StageWalk::kRolled;
     // Tiles of one slab per math warpgroup: a slab wholly past its group's valid rows is idle (its

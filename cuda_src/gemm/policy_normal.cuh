@@ -17,9 +17,6 @@ struct NormalTiles : WholeTiles<Cfg> {
     // (next() is arithmetic only: fetched early, it took the main loop's descriptors off the uniform datapath,
     // NOTES.md v8.)
     static constexpr StageWalk kStageWalk = StageWalk::kStageAligned;  // NOTES.md v11, v15
-    // Tiles of their own (unsplit, no scale group shared, the forward GEMM) store in the next tile's first
-    // k-block (NOTES.md v34).
-    static constexpr bool kDeferEpilogue = Cfg::kSplitK == 1 && Cfg::kGroupCtas == 1 && !Cfg::kRowScalesB;
     static constexpr uint32_t kSmemWordBytes = 0;
 
     // What a cluster walks: tiles, or with CTAs sharing a scale group, the groups' columns of tiles.

@@ -7,8 +7,6 @@
 // columns K of A and B), and each role walks the same
 // sequence: the producer and the math warpgroups only have to agree on the tiles' order. Its interface:
 //   kFetchEarly              each role fetches its next tile while the current one is in flight
-//   kDeferEpilogue           each tile's epilogue runs in the next tile's first k-block, under its first MMAs
-//                            (whole tiles, walked without fetching ahead, stored by TMA)
 //   kPinnedBase              the rolled main loops form their shared-memory addresses from a pinned base
 //   kStageWalk               how whole tiles prefer to walk the stage ring (mainloop.cuh)
 //   kIdleSlabs               a slab past the valid rows may sit out its tile (tiles of one slab per warpgroup)

@@ -57,7 +57,6 @@ template <class Cfg>
 struct WholeTiles {
     using Tile = cg8::Tile<Cfg>;
     static constexpr bool kFetchEarly = false;
-    static constexpr bool kDeferEpilogue = false;
     static constexpr bool kPinnedBase = false;
     static constexpr bool kIdleSlabs = false;
     static constexpr bool kZeroRows = false;        // zero_rows() may be non-zero
