@@ -8,6 +8,11 @@
 
 namespace cg8 {
 
+// A step a caller leaves out.
+struct Nothing {
+    __device__ __forceinline__ void operator()() const {}
+};
+
 template <class Cfg>
 struct MathWarpgroups {
     using Tiles = TilePolicy<Cfg>;
@@ -15,6 +20,13 @@ struct MathWarpgroups {
     using Loop = MainLoop<Cfg>;
     using Out = Epilogue<Cfg>;
     using Split = SplitExchange<Cfg>;
+
+    // A pass's B scales as staged in shared memory: the tile's scale row of each k-block (then the next row's, where
+    // the tile straddles two). Math thread i holds entries i, i + kMathThreads, ...
+    static constexpr uint32_t kStagedScales = Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile;
+    struct BScales {
+        float v[(kStagedScales + Cfg::kMathThreads - 1) / Cfg::kMathThreads];
+    };
 
     const CUtensorMap& tmap_d;
     const float* __restrict__ sb;
@@ -46,19 +58,36 @@ struct MathWarpgroups {
                 else work_tile<false, false>(loop, t, fetch_next, split_phase);
                 t = next_t;
             }
-        } else {
-            while (tiles.next(t)) work_tile<(Cfg::kSplitK > 1), true>(loop, t, [] {}, split_phase);
+        } else if constexpr (!Cfg::kRowScalesB) {
+            // Each tile's B scales are loaded into registers before the previous tile's epilogue, whose time
+            // covers their L2 round trip; loaded at the tile's start, they were a load's latency a tile with
+            // every math thread waiting at the staging barrier (NOTES.md v35).
+            BScales staged;
+            bool more = tiles.next(t);
+            if (more) load_b_scales(staged, t);
+            while (more) {
+                auto prefetch = [&] {
+                    more = tiles.next(next_t);
+                    if (more) load_b_scales(staged, next_t);
+                };
+                work_tile<(Cfg::kSplitK > 1), true>(loop, t, [] {}, split_phase, prefetch, &staged);
+                t = next_t;
+            }
             if constexpr (Cfg::kTailSplit)
                 if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_phase);
+        } else {  // the weight gradient: B's scales come with each stage
+            while (tiles.next(t)) work_tile<false, true>(loop, t, [] {}, split_phase);
         }
         if (loop.store_thread) bulk_wait_group0();
     }
 
     // One tile: its passes, then the epilogue. fetch_next() (the policy's next tile) runs once, after
-    // the first pass's staging barrier, or before the epilogue of a tile without passes.
+    // the first pass's staging barrier, or before the epilogue of a tile without passes; before_epilogue()
+    // after the main loops. `staged`: the first pass's B scales, already in registers (else loaded here).
     // kSplitTile: a split tile (split K, or a tail() tile); kWhole: t.whole(), one pass of every slab.
-    template <bool kSplitTile, bool kWhole, class FetchNext>
-    __device__ __forceinline__ void work_tile(Loop& loop, const Tile& t, FetchNext&& fetch_next, uint32_t& split_phase) {
+    template <bool kSplitTile, bool kWhole, class FetchNext, class BeforeEpilogue = Nothing>
+    __device__ __forceinline__ void work_tile(Loop& loop, const Tile& t, FetchNext&& fetch_next, uint32_t& split_phase,
+                                              BeforeEpilogue&& before_epilogue = {}, const BScales* staged = nullptr) {
         const uint32_t n0 = t.n_block * Cfg::kBlockN;
         CG8_MARK(kTraceTile, (kSplitTile ? t.split << 28 : 0u) | (t.n_block << 16) | t.m_block);
         loop.clear_sums();
@@ -71,7 +100,7 @@ struct MathWarpgroups {
             // branches on it then keep the wgmma descriptors on the uniform datapath (NOTES.md v8).
             const uint32_t slabs = kWhole ? Loop::kAllSlabs : __reduce_or_sync(~0u, tiles.active_slabs(t, pass, wg));
             if constexpr (!Cfg::kRowScalesB)  // 1x128 B scales come with each stage instead
-                stage_b_scales<kSplitTile>(first_pass, group, n0, loop.store_thread);
+                stage_b_scales<kSplitTile>(first_pass, group, n0, loop.store_thread, first_pass ? staged : nullptr);
             CG8_MARK(kTraceStaged);
             if constexpr (kSplitTile) Split::signal_ready(sm.split_ready, sm.split_received, sm.split_amax, t.split - 1);
             else if constexpr (kGroupShared) Split::signal_ready(sm.split_ready, sm.split_received, sm.split_amax, group_rank());
@@ -103,6 +132,7 @@ struct MathWarpgroups {
             if (pad != 0) loop.walk_idle(0u, pad);
         }
         if constexpr (RingWalk<Cfg>::kAlignStages && !kWhole) loop.realign();
+        before_epilogue();
         CG8_MARK(kTraceMainDone);
         typename Out::RowValues amax;  // e4m3 output of a split tile: each row's amax over the whole tile
         if constexpr (kSplitTile) {
@@ -158,19 +188,39 @@ struct MathWarpgroups {
     // This CTA's place among them: its tile is the group's rank-th (the cluster's CTAs are consecutive in x).
     __device__ __forceinline__ static uint32_t group_rank() { return blockIdx.x % Cfg::kGroupCtas; }
 
-    // The pass's B scales into shared memory, once: a global load per k-block would put an L2 round trip
-    // on every k-block of small tiles. Every math thread is past the previous tile's main loop (the
-    // epilogue's barrier); a later pass of the same tile must first wait for the previous pass's readers.
-    template <bool kSplitTile>
-    __device__ __forceinline__ void stage_b_scales(bool first_pass, int32_t group, uint32_t n0, bool store_thread) {
+    // This thread's entries of the B scales of group `group`'s columns from n0.
+    __device__ __forceinline__ void load_b_scales(BScales& r, int32_t group, uint32_t n0) const {
         const uint32_t sb_row = uint32_t(group) * Cfg::kScaleRowsB + n0 / 128;
         const float* sb0_ptr = sb + sb_row * Cfg::kNumKBlocks;
         const float* sb1_ptr =
             sb + min(sb_row + 1, uint32_t(group) * Cfg::kScaleRowsB + Cfg::kScaleRowsB - 1) * Cfg::kNumKBlocks;
+#pragma unroll
+        for (uint32_t j = 0; j < sizeof(r.v) / sizeof(float); ++j) {
+            const uint32_t i = threadIdx.x + j * Cfg::kMathThreads;
+            if (i < kStagedScales) r.v[j] = __ldg(i < Cfg::kNumKBlocks ? sb0_ptr + i : sb1_ptr + (i - Cfg::kNumKBlocks));
+        }
+    }
+    // ... of tile t's (first) pass.
+    __device__ __forceinline__ void load_b_scales(BScales& r, const Tile& t) const {
+        load_b_scales(r, tiles.pass_group(t, 0), t.n_block * Cfg::kBlockN);
+    }
+
+    // The pass's B scales into shared memory, once: a global load per k-block would put an L2 round trip
+    // on every k-block of small tiles. `staged`: this thread's entries, loaded already (else loaded here).
+    // Every math thread is past the previous tile's main loop (the epilogue's barrier); a later pass of the
+    // same tile must first wait for the previous pass's readers.
+    template <bool kSplitTile>
+    __device__ __forceinline__ void stage_b_scales(bool first_pass, int32_t group, uint32_t n0, bool store_thread,
+                                                   const BScales* staged) {
+        BScales r;
+        if (staged == nullptr) load_b_scales(r, group, n0);
         if (!first_pass) named_barrier_sync(1, Cfg::kMathThreads);
         if constexpr (kSplitTile) Split::before_staging(store_thread);
-        for (uint32_t i = threadIdx.x; i < Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile; i += Cfg::kMathThreads)
-            sm.sb[i] = __ldg(i < Cfg::kNumKBlocks ? sb0_ptr + i : sb1_ptr + (i - Cfg::kNumKBlocks));
+#pragma unroll
+        for (uint32_t j = 0; j < sizeof(r.v) / sizeof(float); ++j) {
+            const uint32_t i = threadIdx.x + j * Cfg::kMathThreads;
+            if (i < kStagedScales) sm.sb[i] = staged != nullptr ? staged->v[j] : r.v[j];
+        }
         named_barrier_sync(1, Cfg::kMathThreads);
     }
 
