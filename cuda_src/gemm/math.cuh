@@ -21,6 +21,11 @@ struct MathWarpgroups {
     using Out = Epilogue<Cfg>;
     using Split = SplitExchange<Cfg>;
 
+    // Where the next tile's B scales are loaded during this tile (run()): bf16 output of the layouts that do not
+    // fetch tiles early. e4m3 output gained nothing from it and lost 2-4% on two shapes (NOTES.md v35); the weight
+    // gradient's B scales come with each stage.
+    static constexpr bool kPrefetchScales = !Tiles::kFetchEarly && !Cfg::kRowScalesB && !Cfg::kOutFp8;
+
     // A pass's B scales as staged in shared memory: the tile's scale row of each k-block (then the next row's, where
     // the tile straddles two). Math thread i holds entries i, i + kMathThreads, ...
     static constexpr uint32_t kStagedScales = Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile;
@@ -58,7 +63,7 @@ struct MathWarpgroups {
                 else work_tile<false, false>(loop, t, fetch_next, split_phase);
                 t = next_t;
             }
-        } else if constexpr (!Cfg::kRowScalesB) {
+        } else if constexpr (kPrefetchScales) {
             // Each tile's B scales are loaded into registers before the previous tile's epilogue, whose time
             // covers their L2 round trip; loaded at the tile's start, they were a load's latency a tile with
             // every math thread waiting at the staging barrier (NOTES.md v35).
@@ -75,8 +80,10 @@ struct MathWarpgroups {
             }
             if constexpr (Cfg::kTailSplit)
                 if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_phase);
-        } else {  // the weight gradient: B's scales come with each stage
-            while (tiles.next(t)) work_tile<false, true>(loop, t, [] {}, split_phase);
+        } else {
+            while (tiles.next(t)) work_tile<(Cfg::kSplitK > 1), true>(loop, t, [] {}, split_phase);
+            if constexpr (Cfg::kTailSplit)
+                if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_phase);
         }
         if (loop.store_thread) bulk_wait_group0();
     }
@@ -188,21 +195,22 @@ struct MathWarpgroups {
     // This CTA's place among them: its tile is the group's rank-th (the cluster's CTAs are consecutive in x).
     __device__ __forceinline__ static uint32_t group_rank() { return blockIdx.x % Cfg::kGroupCtas; }
 
-    // This thread's entries of the B scales of group `group`'s columns from n0.
-    __device__ __forceinline__ void load_b_scales(BScales& r, int32_t group, uint32_t n0) const {
+    // Entry i of the B scales of group `group`'s columns from n0, as staged.
+    __device__ __forceinline__ const float* b_scale_ptr(int32_t group, uint32_t n0, uint32_t i) const {
         const uint32_t sb_row = uint32_t(group) * Cfg::kScaleRowsB + n0 / 128;
-        const float* sb0_ptr = sb + sb_row * Cfg::kNumKBlocks;
-        const float* sb1_ptr =
-            sb + min(sb_row + 1, uint32_t(group) * Cfg::kScaleRowsB + Cfg::kScaleRowsB - 1) * Cfg::kNumKBlocks;
+        const uint32_t last_row = uint32_t(group) * Cfg::kScaleRowsB + Cfg::kScaleRowsB - 1;
+        return i < Cfg::kNumKBlocks ? sb + sb_row * Cfg::kNumKBlocks + i
+                                    : sb + min(sb_row + 1, last_row) * Cfg::kNumKBlocks + (i - Cfg::kNumKBlocks);
+    }
+
+    // This thread's entries of tile t's (first pass's) B scales.
+    __device__ __forceinline__ void load_b_scales(BScales& r, const Tile& t) const {
+        const int32_t group = tiles.pass_group(t, 0);
 #pragma unroll
         for (uint32_t j = 0; j < sizeof(r.v) / sizeof(float); ++j) {
             const uint32_t i = threadIdx.x + j * Cfg::kMathThreads;
-            if (i < kStagedScales) r.v[j] = __ldg(i < Cfg::kNumKBlocks ? sb0_ptr + i : sb1_ptr + (i - Cfg::kNumKBlocks));
+            if (i < kStagedScales) r.v[j] = __ldg(b_scale_ptr(group, t.n_block * Cfg::kBlockN, i));
         }
-    }
-    // ... of tile t's (first) pass.
-    __device__ __forceinline__ void load_b_scales(BScales& r, const Tile& t) const {
-        load_b_scales(r, tiles.pass_group(t, 0), t.n_block * Cfg::kBlockN);
     }
 
     // The pass's B scales into shared memory, once: a global load per k-block would put an L2 round trip
@@ -212,14 +220,17 @@ struct MathWarpgroups {
     template <bool kSplitTile>
     __device__ __forceinline__ void stage_b_scales(bool first_pass, int32_t group, uint32_t n0, bool store_thread,
                                                    const BScales* staged) {
-        BScales r;
-        if (staged == nullptr) load_b_scales(r, group, n0);
         if (!first_pass) named_barrier_sync(1, Cfg::kMathThreads);
         if constexpr (kSplitTile) Split::before_staging(store_thread);
+        if (staged != nullptr) {
 #pragma unroll
-        for (uint32_t j = 0; j < sizeof(r.v) / sizeof(float); ++j) {
-            const uint32_t i = threadIdx.x + j * Cfg::kMathThreads;
-            if (i < kStagedScales) sm.sb[i] = staged != nullptr ? staged->v[j] : r.v[j];
+            for (uint32_t j = 0; j < sizeof(staged->v) / sizeof(float); ++j) {
+                const uint32_t i = threadIdx.x + j * Cfg::kMathThreads;
+                if (i < kStagedScales) sm.sb[i] = staged->v[j];
+            }
+        } else {
+            for (uint32_t i = threadIdx.x; i < kStagedScales; i += Cfg::kMathThreads)
+                sm.sb[i] = __ldg(b_scale_ptr(group, n0, i));
         }
         named_barrier_sync(1, Cfg::kMathThreads);
     }
