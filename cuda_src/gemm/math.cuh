@@ -195,22 +195,18 @@ struct MathWarpgroups {
     // This CTA's place among them: its tile is the group's rank-th (the cluster's CTAs are consecutive in x).
     __device__ __forceinline__ static uint32_t group_rank() { return blockIdx.x % Cfg::kGroupCtas; }
 
-    // The B scale rows of group `group`'s columns from n0: the staged entries below kNumKBlocks come from the
-    // first, the others from the second (the next row, where the tile straddles two).
-    __device__ __forceinline__ void b_scale_rows(int32_t group, uint32_t n0, const float*& row0, const float*& row1) const {
-        const uint32_t sb_row = uint32_t(group) * Cfg::kScaleRowsB + n0 / 128;
-        row0 = sb + sb_row * Cfg::kNumKBlocks;
-        row1 = sb + min(sb_row + 1, uint32_t(group) * Cfg::kScaleRowsB + Cfg::kScaleRowsB - 1) * Cfg::kNumKBlocks;
-    }
-
     // This thread's entries of tile t's (first pass's) B scales.
     __device__ __forceinline__ void load_b_scales(BScales& r, const Tile& t) const {
-        const float *row0, *row1;
-        b_scale_rows(tiles.pass_group(t, 0), t.n_block * Cfg::kBlockN, row0, row1);
+        const uint32_t group = uint32_t(tiles.pass_group(t, 0));
+        const uint32_t sb_row = group * Cfg::kScaleRowsB + t.n_block * Cfg::kBlockN / 128;
+        const float* sb0_ptr = sb + sb_row * Cfg::kNumKBlocks;
+        const float* sb1_ptr =
+            sb + min(sb_row + 1, group * Cfg::kScaleRowsB + Cfg::kScaleRowsB - 1) * Cfg::kNumKBlocks;
 #pragma unroll
         for (uint32_t j = 0; j < sizeof(r.v) / sizeof(float); ++j) {
             const uint32_t i = threadIdx.x + j * Cfg::kMathThreads;
-            if (i < kStagedScales) r.v[j] = __ldg(i < Cfg::kNumKBlocks ? row0 + i : row1 + (i - Cfg::kNumKBlocks));
+            if (i < kStagedScales)
+                r.v[j] = __ldg(i < Cfg::kNumKBlocks ? sb0_ptr + i : sb1_ptr + (i - Cfg::kNumKBlocks));
         }
     }
 
@@ -221,8 +217,10 @@ struct MathWarpgroups {
     template <bool kSplitTile>
     __device__ __forceinline__ void stage_b_scales(bool first_pass, int32_t group, uint32_t n0, bool store_thread,
                                                    const BScales* staged) {
-        const float *row0, *row1;
-        if (staged == nullptr) b_scale_rows(group, n0, row0, row1);
+        const uint32_t sb_row = uint32_t(group) * Cfg::kScaleRowsB + n0 / 128;
+        const float* sb0_ptr = sb + sb_row * Cfg::kNumKBlocks;
+        const float* sb1_ptr =
+            sb + min(sb_row + 1, uint32_t(group) * Cfg::kScaleRowsB + Cfg::kScaleRowsB - 1) * Cfg::kNumKBlocks;
         if (!first_pass) named_barrier_sync(1, Cfg::kMathThreads);
         if constexpr (kSplitTile) Split::before_staging(store_thread);
         if (staged != nullptr) {
@@ -233,7 +231,7 @@ struct MathWarpgroups {
             }
         } else {
             for (uint32_t i = threadIdx.x; i < kStagedScales; i += Cfg::kMathThreads)
-                sm.sb[i] = __ldg(i < Cfg::kNumKBlocks ? row0 + i : row1 + (i - Cfg::kNumKBlocks));
+                sm.sb[i] = __ldg(i < Cfg::kNumKBlocks ? sb0_ptr + i : sb1_ptr + (i - Cfg::kNumKBlocks));
         }
         named_barrier_sync(1, Cfg::kMathThreads);
     }
