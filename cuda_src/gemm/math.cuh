@@ -195,7 +195,9 @@ struct MathWarpgroups {
     // This CTA's place among them: its tile is the group's rank-th (the cluster's CTAs are consecutive in x).
     __device__ __forceinline__ static uint32_t group_rank() { return blockIdx.x % Cfg::kGroupCtas; }
 
-    // This thread's entries of tile t's (first pass's) B scales.
+    // This thread's entries of tile t's (first pass's) B scales. (The row arithmetic repeats stage_b_scales': through
+    // a shared helper, ptxas moved the main loops of kernels that do not prefetch, e4m3 at K = 16384 by an
+    // instruction, NOTES.md v35.)
     __device__ __forceinline__ void load_b_scales(BScales& r, const Tile& t) const {
         const uint32_t group = uint32_t(tiles.pass_group(t, 0));
         const uint32_t sb_row = group * Cfg::kScaleRowsB + t.n_block * Cfg::kBlockN / 128;
