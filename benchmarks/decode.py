@@ -2,7 +2,9 @@
 small and some empty groups, and cugemm8 replayed from a CUDA graph. Decode GEMMs are memory-bound, so
 each implementation is scored by its fraction of the memory floor (shapes.roofline_fraction), whose two
 constants, a device-to-device copy's bandwidth and an empty kernel's time, are measured in the same run by
-the same protocol (L2 flush, CUDA events, median)."""
+the same protocol (L2 flush, CUDA events, median). Beside the implementations, every row times a kernel that
+only reads the row's bytes (`read`): how close to the floor a kernel can come that does nothing else, so the
+table shows where the floor itself is out of reach."""
 from __future__ import annotations
 
 import statistics
@@ -11,13 +13,15 @@ from .env import Env, bf16_to_f32, calc_diff_gpu, poison_bf16, quantize_a
 from .report import config_text, counted_label, fmt, row_label, status_text, us
 from .shapes import (SEED, Shape, decode_masked_m, decode_max_m, decode_shapes, gemm_bytes, gemm_flops, geomean,
                      masked_decode_bytes, ratio, roofline_fraction)
-from .tables import base_row, bench_dense_shape, cugemm8_candidate, deepgemm_candidate, finish_row, measure
+from .stream_shape_probe import SMEM as READ_SMEM, SOURCE as READ_SOURCE
+from .tables import Candidate, base_row, bench_dense_shape, cugemm8_candidate, deepgemm_candidate, finish_row, measure
 
 COPY_BYTES = 1 << 30                   # large enough that the copy runs at HBM speed, not from L2
 EMPTY_KERNEL = 'extern "C" __global__ void cugemm8_bench_empty() {}'
 GRAPH_SHAPE = (64, 2112, 7168)
 GRAPH_CALLS = 20
-PEERS = (("deepgemm", "DG"), ("cublaslt_per_tensor", "pt"), ("cublaslt_blockwise", "blk"))
+READ = "read"   # the yardstick: a kernel that only reads the row's bytes (read_candidate)
+PEERS = ((READ, "rd"), ("deepgemm", "DG"), ("cublaslt_per_tensor", "pt"), ("cublaslt_blockwise", "blk"))
 
 
 # ----------------------------------------------------------------------------- the floor's constants
@@ -61,6 +65,25 @@ def same_size_copy(env: Env, nbytes: int):
     return lambda: dst.data.copy_from_device_async(src.data, src.size, stream=env.stream)
 
 
+def read_candidate(env: Env, nbytes: int) -> Candidate:
+    """A kernel that reads `nbytes` and nothing else: one 1024-thread CTA per SM, each reading its contiguous
+    share in 16-byte loads, 8 in flight a thread (stream_shape_probe's kernel, contiguous). It reads about as fast
+    as the 1 GiB copy at a few hundred MB, and it pays the same launch and the same dirty L2 after the flush as a
+    GEMM of the row: its roofline fraction is what reading the row's bytes alone scores (NOTES.md v31, v36)."""
+    cp, sms = env.cp, env.num_sms
+    per_cta = -(-nbytes // (sms * 16)) * 16
+    buf = cp.ones(sms * per_cta // 4, dtype=cp.uint32)  # touched, as a GEMM's operands are
+    sink = cp.zeros(sms, dtype=cp.uint32)
+    kern = cp.RawModule(code=READ_SOURCE).get_function("stream_rows")
+    kern.max_dynamic_shared_size_bytes = READ_SMEM
+
+    def run():
+        with env.stream:
+            kern((sms,), (1024,), (buf, cp.uint32(per_cta), cp.uint32(1), cp.uint32(128), cp.int32(1), sink),
+                 shared_mem=READ_SMEM)
+    return Candidate(READ, run, lambda: None)
+
+
 def add_roofline(row: dict, floor: dict) -> dict:
     """Every timed entry's fraction of the memory floor: (bytes / copy bandwidth + empty kernel) / time."""
     bw, t0 = floor.get("copy_bytes_per_s"), floor.get("empty_kernel_s")
@@ -72,9 +95,11 @@ def add_roofline(row: dict, floor: dict) -> dict:
 
 # ----------------------------------------------------------------------------- rows
 def bench_decode_dense(env: Env, table: str, shape: Shape, reps: int) -> dict:
-    """The dense table's row (cugemm8, cuBLASLt blockwise and per-tensor, DeepGEMM, interleaved)."""
-    row = bench_dense_shape(env, shape, reps)
-    row.update(table=table, narrow=table == "narrow", bytes=gemm_bytes(shape.m, shape.n, shape.k))
+    """The dense table's row (cugemm8, cuBLASLt blockwise and per-tensor, DeepGEMM, interleaved), with the read of
+    its bytes."""
+    nbytes = gemm_bytes(shape.m, shape.n, shape.k)
+    row = bench_dense_shape(env, shape, reps, extra=[read_candidate(env, nbytes)])
+    row.update(table=table, narrow=table == "narrow", bytes=nbytes)
     return row
 
 
@@ -104,7 +129,7 @@ def bench_decode_masked(env: Env, shape: Shape, reps: int) -> dict:
         return calc_diff_gpu(cp, [(y[i, :mm[i]], ref) for i, ref in refs])
 
     call = lambda **kw: cg.m_grouped_matmul_masked(a, sa_tma, b, sb, masked_m, e, **kw)  # noqa: E731
-    cands = [cugemm8_candidate(env, call, diff_of)]
+    cands = [cugemm8_candidate(env, call, diff_of), read_candidate(env, row["bytes"])]
     cands += deepgemm_candidate(env, "deepgemm", lambda dg: dg.masked(a, sa, b, sb, masked_m, e), diff_of)
     entries = measure(env, cands, reps, gemm_flops(valid, n, k), row["bytes"])
     return finish_row(row, entries)
@@ -201,6 +226,12 @@ def fraction(row: dict, name: str = "cugemm8") -> float | None:
     return e.get("roofline_fraction") if e.get("status") == "ok" else None
 
 
+def median_of(row: dict, name: str) -> float | None:
+    """One implementation's median time in a row, None unless it was checked ok and timed."""
+    e = row.get("results", {}).get(name, {})
+    return e.get("median_s") if e.get("status") == "ok" else None
+
+
 def decode_summary(rows: list[dict], graph: dict | None = None, floor: dict | None = None,
                    after: dict | None = None) -> dict:
     by = {t: [r for r in rows if r.get("table") == t] for t in ("dense", "narrow", "masked")}
@@ -208,6 +239,16 @@ def decode_summary(rows: list[dict], graph: dict | None = None, floor: dict | No
     worst = min(scored, key=fraction, default=None)
     s = {f"roofline_geomean_{t}": geomean(fraction(r) for r in rs) for t, rs in by.items()}
     s.update({f"rows_scored_{t}": sum(1 for r in rs if fraction(r)) for t, rs in by.items()})
+    # The read of each row's bytes: its fraction, and where the floor is out of reach for any kernel. DeepGEMM's
+    # time over the read's is the DeepGEMM/cugemm8 ratio a GEMM running at the read's pace would show.
+    s.update({f"read_roofline_geomean_{t}": geomean(fraction(r, READ) for r in rs) for t, rs in by.items()})
+    s.update({f"cugemm8_over_read_geomean_{t}": geomean(ratio(median_of(r, "cugemm8"), median_of(r, READ))
+                                                        for r in rs) for t, rs in by.items()})
+    s["deepgemm_over_read_geomean_dense"] = geomean(ratio(median_of(r, "deepgemm"), median_of(r, READ))
+                                                    for r in by["dense"])
+    read_scored = [r for r in rows if fraction(r, READ)]
+    s["read_roofline_min"] = min((fraction(r, READ) for r in read_scored), default=None)
+    s["read_roofline_below_half"] = [row_label(r) for r in read_scored if fraction(r, READ) < 0.5]
     s.update(roofline_min=worst and fraction(worst), roofline_min_shape=worst and row_label(worst),
              deepgemm_roofline_geomean_dense=geomean(fraction(r, "deepgemm") for r in by["dense"]),
              deepgemm_over_cugemm8_geomean_dense=geomean(r.get("ratio_deepgemm") for r in by["dense"]),
@@ -281,6 +322,12 @@ def print_tail(res: dict, env=None) -> None:
           f"{fmt(s['roofline_geomean_masked'], '.2f', 0)}; min {fmt(s['roofline_min'], '.2f', 0)} at "
           f"{s['roofline_min_shape']}; DeepGEMM/cugemm8 time geomean, dense "
           f"{fmt(s['deepgemm_over_cugemm8_geomean_dense'], '.2f', 0)} ({s['rows_compared_deepgemm_dense']} rows)")
+    print(f"read of each row's bytes (no arithmetic): roofline fraction geomean dense "
+          f"{fmt(s['read_roofline_geomean_dense'], '.2f', 0)}, narrow {fmt(s['read_roofline_geomean_narrow'], '.2f', 0)}"
+          f", masked {fmt(s['read_roofline_geomean_masked'], '.2f', 0)}; min {fmt(s['read_roofline_min'], '.2f', 0)}; "
+          f"cugemm8/read time geomean dense {fmt(s['cugemm8_over_read_geomean_dense'], '.2f', 0)}, narrow "
+          f"{fmt(s['cugemm8_over_read_geomean_narrow'], '.2f', 0)}; DeepGEMM/read time geomean, dense "
+          f"{fmt(s['deepgemm_over_read_geomean_dense'], '.2f', 0)} (the DeepGEMM/cugemm8 ratio at the read's pace)")
 
 
 def run_decode(env: Env, args) -> dict:

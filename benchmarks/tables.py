@@ -138,7 +138,8 @@ def finish_row(row: dict, entries: dict) -> dict:
     return row
 
 
-def bench_dense_shape(env: Env, shape: Shape, reps: int) -> dict:
+def bench_dense_shape(env: Env, shape: Shape, reps: int, extra: list[Candidate] = ()) -> dict:
+    """cugemm8 and the peers on one dense shape, interleaved; `extra`: more candidates timed with them."""
     cp, cg = env.cp, env.cg
     m, n, k = shape.m, shape.n, shape.k
     row = {**base_row(shape), **env.plan("normal", m, n, k, 1)}
@@ -154,7 +155,7 @@ def bench_dense_shape(env: Env, shape: Shape, reps: int) -> dict:
     cands = [cugemm8_candidate(env, lambda **kw: cg.matmul(a, sa_tma, b, sb, **kw), diff_of)]
     cands += peer_candidates(env, a, sa, b, sb, diff_of)
     cands += deepgemm_candidate(env, "deepgemm", lambda dg: dg.dense(a, sa, b, sb), diff_of)
-    entries = measure(env, cands, reps, gemm_flops(m, n, k), gemm_bytes(m, n, k))
+    entries = measure(env, cands + list(extra), reps, gemm_flops(m, n, k), gemm_bytes(m, n, k))
     return finish_row(row, entries)
 
 

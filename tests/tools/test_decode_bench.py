@@ -65,8 +65,8 @@ def test_decode_bytes_and_roofline_fraction_by_hand():
 def test_add_roofline_and_summary_on_synthetic_rows():
     floor = {"copy_bytes_per_s": 4e12, "empty_kernel_s": 2e-6}
 
-    def row(table, shape, t_cg, t_dg=None, status="ok"):
-        entries = {"cugemm8": {"status": status, "median_s": t_cg}}
+    def row(table, shape, t_cg, t_dg=None, status="ok", t_read=4e-6):
+        entries = {"cugemm8": {"status": status, "median_s": t_cg}, "read": {"status": "ok", "median_s": t_read}}
         if t_dg:
             entries["deepgemm"] = {"status": "ok", "median_s": t_dg}
         r = tables.finish_row({**tables.base_row(shape), "table": table, "bytes": 4_000_000}, entries)
@@ -89,6 +89,10 @@ def test_add_roofline_and_summary_on_synthetic_rows():
     assert s["deepgemm_over_cugemm8_geomean_dense"] == pytest.approx(1.0) and s["rows_compared_deepgemm_dense"] == 2
     assert s["graph_us_per_call"] == pytest.approx(5.0)
     assert s["cugemm8_not_ok"] == ["4x2112x7168", "m8x4x4096x7168"]
+    # the read: 3 µs floor over 4 µs everywhere; DeepGEMM at 6 µs is 1.5x the read, cugemm8 0.75x and 3x it
+    assert s["read_roofline_geomean_dense"] == pytest.approx(0.75) and s["read_roofline_min"] == pytest.approx(0.75)
+    assert s["deepgemm_over_read_geomean_dense"] == pytest.approx(1.5)
+    assert s["cugemm8_over_read_geomean_dense"] == pytest.approx(1.5) and s["read_roofline_below_half"] == []
     assert decode.decode_summary([])["roofline_geomean_dense"] is None
 
 
@@ -187,10 +191,21 @@ class FakeEnv:
             assert "__global__ void " + name in code
             return lambda grid, block, args: env.timer.advance(EMPTY_S)
 
+        class ReadKernel:   # the read yardstick: its bytes at the copy's bandwidth, plus a launch
+            max_dynamic_shared_size_bytes = 0
+
+            def __call__(self, grid, block, args, shared_mem=0):
+                assert grid == (env.num_sms,) and shared_mem == self.max_dynamic_shared_size_bytes > 48 * 1024
+                env.timer.advance(grid[0] * int(args[1]) / COPY_BW + EMPTY_S)
+
+        def raw_module(code):
+            return types.SimpleNamespace(get_function=lambda name: (ReadKernel() if "__global__ void " + name in code
+                                                                    else None))
+
         cp = types.SimpleNamespace(**{k: getattr(np, k) for k in ("float32", "float64", "uint8", "uint16", "uint32",
                                                                   "int32", "empty", "empty_like", "asarray")})
         cp.ones = cp.zeros = buffer
-        cp.RawKernel = raw_kernel
+        cp.RawKernel, cp.RawModule = raw_kernel, raw_module
         cp.cuda = types.SimpleNamespace(Stream=lambda non_blocking=False: FakeStream())
         return cp
 
@@ -241,6 +256,11 @@ def test_run_decode_dry_run(monkeypatch, capsys, capture_fails):
         assert cg["status"] == "ok" and cg["diff"] < 1e-3 and cg["median_s"] == pytest.approx(GEMM_S)
         assert cg["roofline_fraction"] == pytest.approx((r["bytes"] / COPY_BW + EMPTY_S) / GEMM_S)
         assert r["config"] and r["a_scale_layout"] == "tma-aligned"
+        # the read of the row's bytes (rounded up to 16 bytes a CTA) at the copy's bandwidth scores about 1
+        rd = r["results"]["read"]
+        assert rd["status"] == "ok" and rd["diff"] is None
+        assert r["bytes"] <= (rd["median_s"] - EMPTY_S) * COPY_BW < r["bytes"] + 16 * env.num_sms
+        assert rd["roofline_fraction"] == pytest.approx(1.0, rel=1e-3)
     assert rows[0]["bytes"] == 256 + 256 * 256 + 2 * 256
     m = rows[2]
     assert m["max_m"] == 64 and m["masked_m"] == shapes.decode_masked_m(8, 4).tolist()
@@ -255,6 +275,8 @@ def test_run_decode_dry_run(monkeypatch, capsys, capture_fails):
         assert g[name]["per_call_s"] == pytest.approx(GEMM_S)
     s = res["summary"]
     assert s["graph_us_per_call"] == pytest.approx(10.0) and s["cugemm8_not_ok"] == []
+    assert s["read_roofline_geomean_dense"] == pytest.approx(1.0, rel=1e-3) and s["read_roofline_below_half"] == []
+    assert s["cugemm8_over_read_geomean_narrow"] == pytest.approx(GEMM_S / rows[1]["results"]["read"]["median_s"])
     assert s["copy_bandwidth_after_over_before"] == pytest.approx(1.0)
     out = capsys.readouterr().out
     assert "== decode" in out and "-- masked" in out and "m8x4x256x256" in out and "CUDA graph, 20 x 64x256x256" in out

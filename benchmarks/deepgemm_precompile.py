@@ -1,0 +1,70 @@
+"""Fill DeepGEMM's JIT cache for the benchmark's decode shapes on a machine without a GPU (the peer, not cugemm8).
+
+    CUDA_HOME=/usr/local/cuda DG_JIT_CACHE_DIR=.peer/deepgemm-jit PYTHONPATH=.peer/deepgemm \
+        python -m benchmarks.deepgemm_precompile [--jobs 2] [--sms 132]
+    tar czf .peer/deepgemm-jit.tgz -C .peer deepgemm-jit     # scripts/device_env.sh unpacks it on the device
+
+DeepGEMM (8dfa329) compiles each kernel with nvcc the first time a call needs it, 20-40 s a kernel, inside the timed
+run; the decode table needs about forty of them, which would spend a lent GPU's minutes on a compiler. Its kernels
+take M at run time, so a kernel is fixed by (N, K, groups, block sizes, stages, multicast): this tool picks those
+with DeepGEMM's own `get_best_configs` for the SM count given, renders the kernel source with its own generator,
+and builds it with its own `build`, whose cache key holds the nvcc path and version (the device's
+/usr/local/cuda/bin/nvcc 13.0 here too). Needs torch (CPU is enough) and nvcc; launches nothing."""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+
+from .shapes import DECODE_DENSE_SHAPES, DECODE_MASKED_SHAPES, DECODE_NARROW_SHAPES, decode_max_m
+
+
+def kernel_source(shape, sms: int) -> tuple[str, str]:
+    """(build name, source) of the kernel DeepGEMM runs for `shape` (its gemm.py / m_grouped_gemm.py choices)."""
+    from deep_gemm.jit_kernels import gemm
+    from deep_gemm.jit_kernels.runtime import FP8GemmRuntime, GemmType
+
+    masked = shape.kind == "masked"
+    n, k, g = shape.n, shape.k, shape.groups
+    _, block_m, block_n, stages, multicast, smem = gemm.get_best_configs(shape.m, n, k, g, sms,
+                                                                          is_grouped_masked=masked)
+    kwargs = {"GEMM_TYPE": GemmType.GroupedMasked if masked else GemmType.Normal, "NUM_TMA_THREADS": 128,
+              "NUM_MATH_THREADS_PER_GROUP": 128, "N": n, "K": k if masked else -(-k // 128) * 128,
+              "NUM_GROUPS": g, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": 128, "SWIZZLE_D_MODE": smem[1],
+              "BLOCK_N_PADDING": smem[2], "NUM_STAGES": stages, "NUM_TMA_MULTICAST": multicast[0],
+              "IS_TMA_MULTICAST_ON_A": multicast[1]}
+    if masked and g > 1 and decode_max_m(shape.m) > block_m:
+        assert decode_max_m(shape.m) % block_m == 0, "DeepGEMM's masked TMA store needs max_m % BLOCK_M == 0"
+    name = "m_grouped_gemm_fp8_fp8_bf16_nt" if masked else "gemm_fp8_fp8_bf16_nt"
+    return name, FP8GemmRuntime.generate(kwargs)
+
+
+def build(item: tuple[str, str]) -> str:
+    from deep_gemm.jit import compiler
+    from deep_gemm.jit_kernels.runtime import FP8GemmRuntime
+
+    # A CPU build of torch leaves its CUDA_HOME unset, which DeepGEMM's compiler imported: name the toolkit.
+    compiler.CUDA_HOME = compiler.CUDA_HOME or os.environ["CUDA_HOME"]
+    name, code = item
+    return compiler.build(name, code, FP8GemmRuntime).path
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sms", type=int, default=132, help="the device's SM count (an H100/H200 SXM: 132)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    args = ap.parse_args(argv)
+    items = {}
+    for shape in DECODE_DENSE_SHAPES + DECODE_NARROW_SHAPES + DECODE_MASKED_SHAPES:
+        name, code = kernel_source(shape, args.sms)
+        items.setdefault((name, code), shape)
+    print(f"{len(items)} DeepGEMM kernels for {len(DECODE_DENSE_SHAPES + DECODE_NARROW_SHAPES + DECODE_MASKED_SHAPES)}"
+          " decode shapes", flush=True)
+    with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
+        for path in pool.map(build, items):
+            print(path, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
