@@ -312,6 +312,112 @@ struct MainLoop {
         }
     }
 
+#ifdef CG8_PROBE_HALVES  // benchmarks.wgrad_probe only (being measured): row_scales over two column-half MMA chains
+    // The weight gradient's k-block as two column halves, each its own MMA chain and commit group, so that one half
+    // is promoted while the other half's MMAs (and the other warpgroup's) run: one warpgroup's single chain keeps the
+    // tensor cores only ~60% busy (NOTES.md v32), and its promotion is a fifth of the loop. Per k-block kb: issue
+    // lo(kb); wait for hi(kb - 1), release its stage, promote it; issue hi(kb); wait for lo(kb), promote it. Same
+    // registers as one chain (the halves of the accumulator); each element's MMAs and promotion are the same
+    // operations in the same order, so the sums are bitwise those of row_scales.
+    static constexpr uint32_t kHalfN = Cfg::kBlockN / 2, kHalfFrag = kFrag / 2;
+    using Half = float[kHalfFrag];
+
+    struct HalfScales {
+        float sa0, sa1;
+        float2 sb[kHalfN / 8];
+    };
+
+    __device__ __forceinline__ static Half& half_of(float (&d)[kFrag], uint32_t h) {
+        return *reinterpret_cast<Half*>(&d[h * kHalfFrag]);
+    }
+
+    __device__ __forceinline__ void issue_half(Half& d, uint32_t h, uint32_t st) const {
+#pragma unroll
+        for (uint32_t i = 0; i < kHalfFrag; ++i) fence_operand(d[i]);
+        wgmma_fence();
+        const uint32_t a_off = st * (SmemLayout<Cfg>::kStageA / 16) + Cfg::slab(wg_mma, 0) * (64 * kBlockK / 16);
+        const uint32_t b_off = st * (SmemLayout<Cfg>::kStageB / 16) + h * (kHalfN * kBlockK / 16);
+#pragma unroll
+        for (uint32_t k = 0; k < kBlockK / 32; ++k)
+            WgmmaFp8<kHalfN>::mma(d, smem_desc_add(desc_a0, a_off + k * 2), smem_desc_add(desc_b0, b_off + k * 2), k);
+        wgmma_commit();
+    }
+
+    __device__ __forceinline__ HalfScales half_scales(uint32_t h, uint32_t st) const {
+        const uint32_t row = wg * 64 + warp * 16 + lane / 4;
+        const float* sa = sm.sa + st * Cfg::kBlockM;
+        const float* sb = sm.sb_rows + st * (SmemLayout<Cfg>::kStageSB / 4) + h * kHalfN + 2 * (lane % 4);
+        HalfScales s;
+        s.sa0 = sa[row], s.sa1 = sa[row + 8];
+#pragma unroll
+        for (uint32_t i = 0; i < kHalfN / 8; ++i) s.sb[i] = *reinterpret_cast<const float2*>(sb + i * 8);
+        return s;
+    }
+
+    __device__ __forceinline__ void promote_half(Half& d, uint32_t h, const HalfScales& s) {
+#pragma unroll
+        for (uint32_t i = 0; i < kHalfFrag; ++i) fence_operand(d[i]);
+        float* f = &sum[0][h * kHalfFrag];
+#pragma unroll
+        for (uint32_t i = 0; i < kHalfN / 8; ++i) {
+            f[i * 4 + 0] += s.sa0 * (s.sb[i].x * d[i * 4 + 0]);
+            f[i * 4 + 1] += s.sa0 * (s.sb[i].y * d[i * 4 + 1]);
+            f[i * 4 + 2] += s.sa1 * (s.sb[i].x * d[i * 4 + 2]);
+            f[i * 4 + 3] += s.sa1 * (s.sb[i].y * d[i * 4 + 3]);
+        }
+    }
+
+    __device__ __forceinline__ void row_scales_halves(uint32_t kb_begin, uint32_t kb_end) {
+        static_assert(Cfg::kRowScalesB && kSlabs == 1 && kHalfN % 8 == 0, "the weight gradient's loop, 8-row halves");
+        Half& lo = half_of(acc[0], 0);
+        Half& hi = half_of(acc[0], 1);
+        uint32_t kb = kb_begin;
+        // Two k-blocks an iteration, nothing in flight across the back edge (ptxas serializes the wgmmas when a
+        // chain is: C7514): three of the four half promotions run beside an MMA chain of this warpgroup.
+#pragma unroll 1
+        for (; kb + 1 < kb_end; kb += 2) {
+            const uint32_t st0 = ring.stage;
+            mbar_wait(&sm.full[st0], ring.phase);
+            ring.advance();
+            issue_half(lo, 0, st0);
+            issue_half(hi, 1, st0);
+            HalfScales s = half_scales(0, st0);
+            wgmma_wait<1>();  // lo(kb)
+            promote_half(lo, 0, s);
+            const uint32_t st1 = ring.stage;
+            mbar_wait(&sm.full[st1], ring.phase);
+            ring.advance();
+            issue_half(lo, 0, st1);
+            s = half_scales(1, st0);
+            wgmma_wait<1>();  // hi(kb)
+            release(st0);
+            promote_half(hi, 1, s);
+            issue_half(hi, 1, st1);
+            s = half_scales(0, st1);
+            wgmma_wait<1>();  // lo(kb + 1)
+            promote_half(lo, 0, s);
+            s = half_scales(1, st1);
+            wgmma_wait<0>();  // hi(kb + 1)
+            release(st1);
+            promote_half(hi, 1, s);
+        }
+        if (kb < kb_end) {
+            const uint32_t st = ring.stage;
+            mbar_wait(&sm.full[st], ring.phase);
+            ring.advance();
+            issue_half(lo, 0, st);
+            issue_half(hi, 1, st);
+            HalfScales s = half_scales(0, st);
+            wgmma_wait<1>();
+            promote_half(lo, 0, s);
+            s = half_scales(1, st);
+            wgmma_wait<0>();
+            release(st);
+            promote_half(hi, 1, s);
+        }
+    }
+#endif
+
     // A tile with passes ran the rolled loop: with the stage-aligned walk the next tile must start at
     // stage 0 again, so the stages this one leaves unused are passed through, as the producer does.
     __device__ __forceinline__ void realign() {
