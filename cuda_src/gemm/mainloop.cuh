@@ -289,17 +289,8 @@ struct MainLoop {
             // 32 consecutive bytes, the other quads the same: one wavefront).
             const float* sb = sm.sb_rows + st * (SmemLayout<Cfg>::kStageSB / 4) + 2 * (lane % 4);
             float2 sbc[Cfg::kBlockN / 8];
-#if defined(CG8_PROBE_SB_HALF)  // wgrad_probe only (timing, wrong results): half the B-scale loads, each used twice
-#pragma unroll
-            for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i)
-                sbc[i] = i < Cfg::kBlockN / 16 ? *reinterpret_cast<const float2*>(sb + i * 8) : sbc[i - Cfg::kBlockN / 16];
-#elif defined(CG8_PROBE_SB_NONE)  // wgrad_probe only (timing, wrong results): no B-scale loads
-#pragma unroll
-            for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) sbc[i] = make_float2(sa0, sa1);
-#else
 #pragma unroll
             for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);
-#endif
             issue_mma(acc[0], 0, st);
             wgmma_wait<0>();
             release(st);
