@@ -27,10 +27,7 @@ from .tune import dense_inputs, provenance_line
 
 VARIANTS = {"base": (), "no-promote": ("CG8_PROBE_NO_PROMOTE",), "no-loads": ("CG8_PROBE_NO_LOADS",),
             "mma-only": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS"), "no-mma": ("CG8_PROBE_NO_MMA",),
-            "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE"),
-            "halves": ("CG8_PROBE_HALVES",)}  # the weight gradient only: row_scales_halves (being measured)
-# Variants that reorder work without changing any result: their outputs must be bitwise base's (wgrad_probe checks).
-EXACT_VARIANTS = {"base": (), "halves": VARIANTS["halves"]}
+            "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE")}
 _defines: tuple[str, ...] = ()
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from .ablation_probe import EXACT_VARIANTS, _set, build_all, probe_args, time_variants
+from .ablation_probe import build_all, probe_args, time_variants
 from .protocol import Timer
 from .tune import provenance_line
 
@@ -28,27 +28,6 @@ def tile_config(tile: str, n: int):
     if match is None:
         raise SystemExit(f"tile {tile!r}: expected BMxBN[sSTAGES], e.g. 128x160 or 128x128s5")
     return heuristics_wgrad.make_config("normal", n, 1, int(match[1]), int(match[2]), int(match[3] or 0))
-
-
-def check_exact(cfg, shape: tuple, variants: list[str], bind) -> None:
-    """Each variant that must give base's bits (EXACT_VARIANTS), run once on a zeroed D beside base: prints whether
-    the two outputs are bitwise equal."""
-    import cupy
-
-    exact = [v for v in variants if v in EXACT_VARIANTS]
-    if not exact:
-        return
-    outs = {}
-    for v in ["base"] + exact:
-        _set(EXACT_VARIANTS.get(v, ()))
-        outs[v] = cupy.zeros(shape[:2], cupy.float32)
-        bind(outs[v])()
-    _set(())
-    cupy.cuda.get_current_stream().synchronize()
-    for v in exact:
-        same = bool((outs[v].view(cupy.uint32) == outs["base"].view(cupy.uint32)).all())
-        print(f"{'x'.join(map(str, shape))} {cfg.block_m}x{cfg.block_n}: {v} bitwise equal to base: {same}",
-              flush=True)
 
 
 def main(argv=None) -> int:
@@ -75,7 +54,6 @@ def main(argv=None) -> int:
             cfg = configs[n, tile]
             binders[f"{cfg.block_m}x{cfg.block_n} s{cfg.stages}"] = lambda cfg=cfg: fp8_gemm.bind_wgrad(
                 cfg, a, sa, b, sb, cupy.zeros((m, n), cupy.float32))
-            check_exact(cfg, (m, n, k), variants, lambda out, cfg=cfg: fp8_gemm.bind_wgrad(cfg, a, sa, b, sb, out))
         time_variants(timer, (m, n, k), binders, variants, args.reps)
     return 0
 

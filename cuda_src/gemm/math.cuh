@@ -121,11 +121,7 @@ struct MathWarpgroups {
             if (slabs == 0 || idle) {
                 loop.walk_idle(kb_begin, kb_end);
             } else if constexpr (Cfg::kRowScalesB) {
-#ifdef CG8_PROBE_HALVES
-                loop.row_scales_halves(kb_begin, kb_end);
-#else
                 loop.row_scales(kb_begin, kb_end);
-#endif
             } else {
                 with_boundary(n0, [&](auto boundary) {
                     const typename Loop::template Pass<decltype(boundary)> p{kb_begin, kb_end, boundary};
