@@ -27,17 +27,13 @@ from .tune import dense_inputs, provenance_line
 
 VARIANTS = {"base": (), "no-promote": ("CG8_PROBE_NO_PROMOTE",), "no-loads": ("CG8_PROBE_NO_LOADS",),
             "mma-only": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS"), "no-mma": ("CG8_PROBE_NO_MMA",),
-            "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE"),
-            # the weight gradient only (being measured): its B scales loaded twice; its second warpgroup's MMAs late
-            "sb-twice": ("CG8_PROBE_SB_TWICE",), "wg1-late-100": ("CG8_PROBE_WG1_DELAY=100",),
-            "wg1-late-300": ("CG8_PROBE_WG1_DELAY=300",)}
+            "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE")}
 _defines: tuple[str, ...] = ()
 
 
 def _with_defines(render):
     def render_probe(cfg):
-        return "".join(f"#define {name} 1\n" if "=" not in name else "#define {} {}\n".format(*name.split("=", 1))
-                       for name in _defines) + render(cfg)
+        return "".join(f"#define {name} 1\n" for name in _defines) + render(cfg)
     return render_probe
 
 

@@ -291,20 +291,6 @@ struct MainLoop {
             float2 sbc[Cfg::kBlockN / 8];
 #pragma unroll
             for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);
-#ifdef CG8_PROBE_SB_TWICE  // wgrad_probe only: the B scales loaded a second time (volatile), the results unchanged
-#pragma unroll
-            for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) {
-                float x, y;
-                asm volatile("ld.volatile.shared.v2.f32 {%0, %1}, [%2];" : "=f"(x), "=f"(y) : "r"(smem_addr(sb + i * 8)));
-                sbc[i] = make_float2(fmaxf(sbc[i].x, x), fmaxf(sbc[i].y, y));
-            }
-#endif
-#ifdef CG8_PROBE_WG1_DELAY  // wgrad_probe only: the second math warpgroup issues its MMAs ~CG8_PROBE_WG1_DELAY cycles late
-            if (wg == 1) {
-                const long long t0 = clock64();
-                while (clock64() - t0 < CG8_PROBE_WG1_DELAY) {}
-            }
-#endif
             issue_mma(acc[0], 0, st);
             wgmma_wait<0>();
             release(st);
