@@ -11,9 +11,11 @@ SMEM_LIMIT = 48 * 1024      # the kernel's shared memory is static
 SPLITS = (1, 2, 4, 8)       # CTAs of a cluster (8: the portable cluster size)
 DEPTHS = (2, 4)             # k-blocks a warp has in flight
 BUFFER_REGS = 96
-NARROW_N = 512              # the rule's bounds (choose_small_m)
+NARROW_N = 512              # the rule's bounds (in_bounds): one token tile up to NARROW_N rows of B,
 NARROW_MIN_K = 4096
 MAX_M = 8
+TWO_TILES_MAX_M = 16        # two token tiles only up to TWO_TILES_N
+TWO_TILES_N = 256
 TARGET_CTAS = 64
 _enabled = [True]
 
@@ -41,15 +43,23 @@ def configs_for(m: int, n: int, k: int) -> list[SmallMConfig]:
             if fits(t, r, w, s, k, d)]
 
 
-def choose_small_m(m: int, n: int, k: int, num_sms: int) -> SmallMConfig | None:
-    """The small-M kernel's configuration for a dense bf16 GEMM, or None where the WGMMA kernel runs.
+def in_bounds(m: int, n: int, k: int) -> bool:
+    """Whether M x N x K is a shape the small-M kernel measured faster on than the WGMMA kernel's pick (H200):
+    narrow N with K >= NARROW_MIN_K, where few rows of B must be spread over the SMs by splitting K; one token tile
+    (M <= MAX_M) up to NARROW_N rows of B (bench/results/v30, NOTES.md v30), two (M <= TWO_TILES_MAX_M) up to
+    TWO_TILES_N (0.85-0.99x the WGMMA kernel's time at N = 256, 0.98-1.06x at 512: bench/results/v38, NOTES.md v38).
+    Wider N streams B slower than the WGMMA kernel's TMA loads (2.8 against 3.3 TB/s), and more token tiles' conversions
+    and MMAs cost more than the split saves."""
+    if k < NARROW_MIN_K or m < 1:
+        return False
+    return (m <= MAX_M and n <= NARROW_N) or (m <= TWO_TILES_MAX_M and n <= TWO_TILES_N)
 
-    It runs where it measured faster than the WGMMA kernel's pick (H200, bench/results/v30, NOTES.md v30):
-    narrow N (at most NARROW_N) with K >= NARROW_MIN_K and M <= MAX_M (one token tile), where few rows of B must
-    be spread over the SMs by splitting K. There about 64 CTAs, 32 rows of B a CTA, 8 warps and 2 k-blocks in
-    flight led every shape probed. Wider N streams B slower than the WGMMA kernel's TMA loads (2.8 against 3.3
-    TB/s), and from M = 16 the conversions and MMAs of more token tiles cost more than the split saves."""
-    if not _enabled[0] or not 1 <= m <= MAX_M or n > NARROW_N or k < NARROW_MIN_K:
+
+def choose_small_m(m: int, n: int, k: int, num_sms: int) -> SmallMConfig | None:
+    """The small-M kernel's configuration for a dense bf16 GEMM, or None where the WGMMA kernel runs: on the shapes
+    of in_bounds, about 64 CTAs, 32 rows of B a CTA, 8 warps and 2 k-blocks in flight, which led every shape probed
+    (NOTES.md v30, v38)."""
+    if not _enabled[0] or not in_bounds(m, n, k):
         return None
     t = token_tiles_for(m)
     r = 2 if t <= 2 else 1

@@ -46,7 +46,7 @@ def test_picks_on_decode_shapes(m, n, k):
     """Through the API on the decode table's shapes: the small-M kernel where the heuristic picks it (narrow N),
     the WGMMA kernel elsewhere."""
     cfg = heuristics_small_m.choose_small_m(m, n, k, cugemm8.get_num_sms())
-    assert (cfg is not None) == (n <= heuristics_small_m.NARROW_N and m <= heuristics_small_m.MAX_M)
+    assert (cfg is not None) == heuristics_small_m.in_bounds(m, n, k)
     x, w, a, sa, b, sb = make_dense(m, n, k, seed=m + n + k)
     out = cugemm8.matmul(a, sa, b, sb)
     check_against_reference(out, a, sa, b, sb, x, w)

@@ -11,14 +11,19 @@ from cugemm8 import jit, sass, small_m
 def test_runs_only_on_narrow_weights_with_few_rows():
     assert hs.choose_small_m(1, 256, 7168, 132) is not None
     assert hs.choose_small_m(8, 512, 4096, 132) is not None
-    assert hs.choose_small_m(9, 256, 7168, 132) is None         # two token tiles: slower than the WGMMA kernel
+    assert hs.choose_small_m(9, 256, 7168, 132) is not None     # two token tiles, up to 256 rows of B
+    assert hs.choose_small_m(16, 256, 4096, 132) is not None
+    assert hs.choose_small_m(9, 264, 7168, 132) is None         # two token tiles on wider B: the WGMMA kernel
+    assert hs.choose_small_m(16, 512, 7168, 132) is None
+    assert hs.choose_small_m(17, 256, 7168, 132) is None        # three token tiles
     assert hs.choose_small_m(1, 520, 7168, 132) is None         # wider N: the WGMMA kernel streams B faster
     assert hs.choose_small_m(1, 256, 4080, 132) is None         # short K
     assert hs.choose_small_m(1, 256, 7168, 32) is None          # an SM cap below the grid (set_num_sms)
 
 
 @pytest.mark.parametrize("m, n, k, rows, split", [(1, 256, 7168, 32, 8), (8, 512, 7168, 32, 4),
-                                                 (3, 264, 4096, 32, 4), (8, 8, 4096, 32, 8)])
+                                                 (3, 264, 4096, 32, 4), (8, 8, 4096, 32, 8), (16, 256, 7168, 32, 8),
+                                                 (12, 136, 4096, 32, 8)])
 def test_picks_about_64_ctas(m, n, k, rows, split):
     cfg = hs.choose_small_m(m, n, k, 132)
     assert (cfg.rows, cfg.split, cfg.warps, cfg.depth) == (rows, split, 8, 2)
@@ -44,8 +49,8 @@ def test_disabled_is_scoped():
 
 def _picks():
     seen = {}
-    for m in range(1, 9):
-        for n in (8, 256, 264, 512):
+    for m in range(1, 17):
+        for n in (8, 136, 256, 264, 512):
             for k in (4096, 7168):
                 cfg = hs.choose_small_m(m, n, k, 132)
                 if cfg is not None:
