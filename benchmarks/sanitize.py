@@ -116,12 +116,16 @@ EDGE_CASES = [
      "m": 300, "n": 520, "k": 1808, "force": (64, 128), "split_k": 4, "num_sms": 8, "a_scale": "aligned"},
     {"name": "edge dense split K over 2 (64x16, M=1, N=8)", "layout": "normal", "m": 1, "n": 8, "k": 256,
      "force": (64, 16), "split_k": 2, "a_scale": "aligned"},
-    # The small-M kernel (narrow N, K >= 4096, M <= 8), through the heuristic: K over a cluster of 8; a partial row
-    # block, a partial k-block and uneven shares
+    # The small-M kernel (narrow N, K >= 4096, M <= 8 or M <= 16 at N <= 256), through the heuristic: K over a
+    # cluster of 8; a partial row block, a partial k-block and uneven shares; two token tiles, the second partial
     {"name": "edge small-M M=1 N=256 K=4096 (K split over 8)", "layout": "normal", "m": 1, "n": 256, "k": 4096,
      "a_scale": "aligned"},
     {"name": "edge small-M M=5 N=264 K=4112 (partial row and k-blocks)", "layout": "normal", "m": 5, "n": 264,
      "k": 4112, "a_scale": "rowmajor"},
+    {"name": "edge small-M M=13 N=200 K=4240 (two token tiles, partial rows and k-blocks)", "layout": "normal",
+     "m": 13, "n": 200, "k": 4240, "a_scale": "aligned"},
+    {"name": "edge small-M M=16 N=256 K=7168 (two token tiles, K split over 8)", "layout": "normal", "m": 16,
+     "n": 256, "k": 7168, "a_scale": "rowmajor"},
     # e4m3 output: split K over 2, 4 and 8 (the row amax exchange), uneven shares, partial tiles; UE8M0; the
     # grouped layouts' untouched rows and padding rows
     {"name": "edge e4m3 out split K over 8 (64x128, M=3, K=1040)", "layout": "normal", "m": 3, "n": 208, "k": 1040,
