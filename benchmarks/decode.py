@@ -220,16 +220,18 @@ def graph_replay(env: Env, reps: int) -> dict:
 
 
 # ----------------------------------------------------------------------------- summary, printing, section
-def fraction(row: dict, name: str = "cugemm8") -> float | None:
-    """The roofline fraction of one implementation in a row, None unless it was checked ok and timed."""
+def ok_value(row: dict, name: str, key: str) -> float | None:
+    """One implementation's `key` in a row (its median_s, roofline_fraction), None unless it was checked ok."""
     e = row.get("results", {}).get(name, {})
-    return e.get("roofline_fraction") if e.get("status") == "ok" else None
+    return e.get(key) if e.get("status") == "ok" else None
+
+
+def fraction(row: dict, name: str = "cugemm8") -> float | None:
+    return ok_value(row, name, "roofline_fraction")
 
 
 def median_of(row: dict, name: str) -> float | None:
-    """One implementation's median time in a row, None unless it was checked ok and timed."""
-    e = row.get("results", {}).get(name, {})
-    return e.get("median_s") if e.get("status") == "ok" else None
+    return ok_value(row, name, "median_s")
 
 
 def decode_summary(rows: list[dict], graph: dict | None = None, floor: dict | None = None,
@@ -246,9 +248,7 @@ def decode_summary(rows: list[dict], graph: dict | None = None, floor: dict | No
                                                         for r in rs) for t, rs in by.items()})
     s["deepgemm_over_read_geomean_dense"] = geomean(ratio(median_of(r, "deepgemm"), median_of(r, READ))
                                                     for r in by["dense"])
-    read_scored = [r for r in rows if fraction(r, READ)]
-    s["read_roofline_min"] = min((fraction(r, READ) for r in read_scored), default=None)
-    s["read_roofline_below_half"] = [row_label(r) for r in read_scored if fraction(r, READ) < 0.5]
+    s["read_roofline_min"] = min(filter(None, (fraction(r, READ) for r in rows)), default=None)
     s.update(roofline_min=worst and fraction(worst), roofline_min_shape=worst and row_label(worst),
              deepgemm_roofline_geomean_dense=geomean(fraction(r, "deepgemm") for r in by["dense"]),
              deepgemm_over_cugemm8_geomean_dense=geomean(r.get("ratio_deepgemm") for r in by["dense"]),

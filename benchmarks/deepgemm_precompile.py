@@ -16,7 +16,7 @@ import argparse
 import concurrent.futures
 import os
 
-from .shapes import DECODE_DENSE_SHAPES, DECODE_MASKED_SHAPES, DECODE_NARROW_SHAPES, decode_max_m
+from .shapes import DECODE_DENSE_SHAPES, DECODE_MASKED_SHAPES, DECODE_NARROW_SHAPES
 
 
 def kernel_source(shape, sms: int) -> tuple[str, str]:
@@ -33,8 +33,6 @@ def kernel_source(shape, sms: int) -> tuple[str, str]:
               "NUM_GROUPS": g, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": 128, "SWIZZLE_D_MODE": smem[1],
               "BLOCK_N_PADDING": smem[2], "NUM_STAGES": stages, "NUM_TMA_MULTICAST": multicast[0],
               "IS_TMA_MULTICAST_ON_A": multicast[1]}
-    if masked and g > 1 and decode_max_m(shape.m) > block_m:
-        assert decode_max_m(shape.m) % block_m == 0, "DeepGEMM's masked TMA store needs max_m % BLOCK_M == 0"
     name = "m_grouped_gemm_fp8_fp8_bf16_nt" if masked else "gemm_fp8_fp8_bf16_nt"
     return name, FP8GemmRuntime.generate(kwargs)
 
@@ -54,12 +52,9 @@ def main(argv=None) -> int:
     ap.add_argument("--sms", type=int, default=132, help="the device's SM count (an H100/H200 SXM: 132)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args(argv)
-    items = {}
-    for shape in DECODE_DENSE_SHAPES + DECODE_NARROW_SHAPES + DECODE_MASKED_SHAPES:
-        name, code = kernel_source(shape, args.sms)
-        items.setdefault((name, code), shape)
-    print(f"{len(items)} DeepGEMM kernels for {len(DECODE_DENSE_SHAPES + DECODE_NARROW_SHAPES + DECODE_MASKED_SHAPES)}"
-          " decode shapes", flush=True)
+    shapes = DECODE_DENSE_SHAPES + DECODE_NARROW_SHAPES + DECODE_MASKED_SHAPES
+    items = list(dict.fromkeys(kernel_source(shape, args.sms) for shape in shapes))
+    print(f"{len(items)} DeepGEMM kernels for {len(shapes)} decode shapes", flush=True)
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
         for path in pool.map(build, items):
             print(path, flush=True)
