@@ -27,16 +27,13 @@ from .tune import dense_inputs, provenance_line
 
 VARIANTS = {"base": (), "no-promote": ("CG8_PROBE_NO_PROMOTE",), "no-loads": ("CG8_PROBE_NO_LOADS",),
             "mma-only": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS"), "no-mma": ("CG8_PROBE_NO_MMA",),
-            "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE"),
-            # the weight gradient only: the first N fragments' products sa * sb formed while the MMAs run
-            **{f"early-{n}": ("CG8_PROBE_EARLY", f"CG8_PROBE_EARLY_MAX={n}") for n in (4, 8, 12, 16, 18, 20)}}
+            "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE")}
 _defines: tuple[str, ...] = ()
 
 
 def _with_defines(render):
     def render_probe(cfg):
-        return "".join(f"#define {name.replace('=', ' ')}\n" if "=" in name else f"#define {name} 1\n"
-                       for name in _defines) + render(cfg)
+        return "".join(f"#define {name} 1\n" for name in _defines) + render(cfg)
     return render_probe
 
 

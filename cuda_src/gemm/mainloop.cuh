@@ -22,12 +22,6 @@ struct MainLoop {
     // (the policy's kPinnedBase; with the ring rounds, pinning moved the descriptors off the uniform
     // datapath and spilled, so those loops take the plain address: NOTES.md v11, v15).
     static constexpr bool kPinnedBase = TilePolicy<Cfg>::kPinnedBase && !Walk::kRingRounds;
-#ifdef CG8_PROBE_EARLY
-#ifndef CG8_PROBE_EARLY_MAX
-#define CG8_PROBE_EARLY_MAX 18
-#endif
-    static constexpr uint32_t kEarly = Cfg::kBlockN / 8 < CG8_PROBE_EARLY_MAX ? Cfg::kBlockN / 8 : CG8_PROBE_EARLY_MAX;
-#endif
 
     // A pass of a tile: its k-blocks, and the first tile column whose B scale is the next scale row: a Const
     // where math.cuh's with_boundary makes it one (promotion then picks each fragment's scale for free), else a
@@ -298,17 +292,6 @@ struct MainLoop {
 #pragma unroll
             for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);
             issue_mma(acc[0], 0, st);
-#ifdef CG8_PROBE_EARLY
-            // The products sa * sb of the first kEarly fragments, formed while the MMAs run (pinned between the
-            // commit and the wait), so that after the wait those fragments take one FFMA an element.
-            float4 prod[kEarly > 0 ? kEarly : 1];
-#pragma unroll
-            for (uint32_t i = 0; i < kEarly; ++i) {
-                asm volatile("" : "+f"(sbc[i].x), "+f"(sbc[i].y));
-                prod[i] = make_float4(sa0 * sbc[i].x, sa0 * sbc[i].y, sa1 * sbc[i].x, sa1 * sbc[i].y);
-                asm volatile("" : "+f"(prod[i].x), "+f"(prod[i].y), "+f"(prod[i].z), "+f"(prod[i].w));
-            }
-#endif
             wgmma_wait<0>();
             release(st);
 #pragma unroll
@@ -318,20 +301,8 @@ struct MainLoop {
             ring.advance();
             continue;
 #endif
-#ifdef CG8_PROBE_EARLY
-#pragma unroll
-            for (uint32_t i = 0; i < kEarly; ++i) {
-                sum[0][i * 4 + 0] += prod[i].x * acc[0][i * 4 + 0];
-                sum[0][i * 4 + 1] += prod[i].y * acc[0][i * 4 + 1];
-                sum[0][i * 4 + 2] += prod[i].z * acc[0][i * 4 + 2];
-                sum[0][i * 4 + 3] += prod[i].w * acc[0][i * 4 + 3];
-            }
-#pragma unroll
-            for (uint32_t i = kEarly; i < Cfg::kBlockN / 8; ++i) {
-#else
 #pragma unroll
             for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) {
-#endif
                 sum[0][i * 4 + 0] += sa0 * (sbc[i].x * acc[0][i * 4 + 0]);
                 sum[0][i * 4 + 1] += sa0 * (sbc[i].y * acc[0][i * 4 + 1]);
                 sum[0][i * 4 + 2] += sa1 * (sbc[i].x * acc[0][i * 4 + 2]);
