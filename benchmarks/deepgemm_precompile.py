@@ -1,7 +1,8 @@
-"""Fill DeepGEMM's JIT cache for the benchmark's decode shapes on a machine without a GPU (the peer, not cugemm8).
+"""Fill DeepGEMM's JIT cache for the benchmark's decode (or prefill) shapes on a machine without a GPU (the peer, not
+cugemm8).
 
     CUDA_HOME=/usr/local/cuda DG_JIT_CACHE_DIR=.peer/deepgemm-jit PYTHONPATH=.peer/deepgemm \
-        python -m benchmarks.deepgemm_precompile [--jobs 2] [--sms 132]
+        python -m benchmarks.deepgemm_precompile [--jobs 2] [--sms 132] [--tables decode,prefill]
     tar czf .peer/deepgemm-jit.tgz -C .peer deepgemm-jit     # scripts/device_env.sh unpacks it on the device
 
 DeepGEMM (8dfa329) compiles each kernel with nvcc the first time a call needs it, 20-40 s a kernel, inside the timed
@@ -16,24 +17,35 @@ import argparse
 import concurrent.futures
 import os
 
-from .shapes import DECODE_DENSE_SHAPES, DECODE_MASKED_SHAPES, DECODE_NARROW_SHAPES
+from .shapes import (DECODE_DENSE_SHAPES, DECODE_MASKED_SHAPES, DECODE_NARROW_SHAPES, PREFILL_ALIGN, PREFILL_TABLES,
+                     contiguous_layout, uneven_expert_rows)
+
+TABLES = {"decode": DECODE_DENSE_SHAPES + DECODE_NARROW_SHAPES + DECODE_MASKED_SHAPES,
+          "prefill": PREFILL_TABLES["dense"] + PREFILL_TABLES["uneven"]}
 
 
 def kernel_source(shape, sms: int) -> tuple[str, str]:
-    """(build name, source) of the kernel DeepGEMM runs for `shape` (its gemm.py / m_grouped_gemm.py choices)."""
+    """(build name, source) of the kernel DeepGEMM runs for `shape` (its gemm.py / m_grouped_gemm.py choices; the
+    uneven experts' contiguous GEMM takes the rows of the benchmark's layout, segments padded to PREFILL_ALIGN)."""
     from deep_gemm.jit_kernels import gemm
     from deep_gemm.jit_kernels.runtime import FP8GemmRuntime, GemmType
 
-    masked = shape.kind == "masked"
+    masked, contiguous = shape.kind == "masked", shape.kind == "uneven"
     n, k, g = shape.n, shape.k, shape.groups
-    _, block_m, block_n, stages, multicast, smem = gemm.get_best_configs(shape.m, n, k, g, sms,
-                                                                          is_grouped_masked=masked)
-    kwargs = {"GEMM_TYPE": GemmType.GroupedMasked if masked else GemmType.Normal, "NUM_TMA_THREADS": 128,
+    if contiguous:
+        rows = len(contiguous_layout(uneven_expert_rows(g, shape.m), PREFILL_ALIGN)[0])
+        _, block_m, block_n, stages, multicast, smem = gemm.get_best_configs(rows, n, k, 1, sms,
+                                                                              is_grouped_contiguous=True)
+    else:
+        _, block_m, block_n, stages, multicast, smem = gemm.get_best_configs(shape.m, n, k, g, sms,
+                                                                              is_grouped_masked=masked)
+    kind = GemmType.GroupedMasked if masked else GemmType.GroupedContiguous if contiguous else GemmType.Normal
+    kwargs = {"GEMM_TYPE": kind, "NUM_TMA_THREADS": 128,
               "NUM_MATH_THREADS_PER_GROUP": 128, "N": n, "K": k if masked else -(-k // 128) * 128,
               "NUM_GROUPS": g, "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_K": 128, "SWIZZLE_D_MODE": smem[1],
               "BLOCK_N_PADDING": smem[2], "NUM_STAGES": stages, "NUM_TMA_MULTICAST": multicast[0],
               "IS_TMA_MULTICAST_ON_A": multicast[1]}
-    name = "m_grouped_gemm_fp8_fp8_bf16_nt" if masked else "gemm_fp8_fp8_bf16_nt"
+    name = "m_grouped_gemm_fp8_fp8_bf16_nt" if masked or contiguous else "gemm_fp8_fp8_bf16_nt"
     return name, FP8GemmRuntime.generate(kwargs)
 
 
@@ -51,10 +63,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sms", type=int, default=132, help="the device's SM count (an H100/H200 SXM: 132)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--tables", default="decode", help=f"comma-separated, of {', '.join(TABLES)}")
     args = ap.parse_args(argv)
-    shapes = DECODE_DENSE_SHAPES + DECODE_NARROW_SHAPES + DECODE_MASKED_SHAPES
+    shapes = [shape for table in args.tables.split(",") for shape in TABLES[table]]
     items = list(dict.fromkeys(kernel_source(shape, args.sms) for shape in shapes))
-    print(f"{len(items)} DeepGEMM kernels for {len(shapes)} decode shapes", flush=True)
+    print(f"{len(items)} DeepGEMM kernels for {len(shapes)} shapes ({args.tables})", flush=True)
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
         for path in pool.map(build, items):
             print(path, flush=True)

@@ -9,8 +9,8 @@ a 256-row tile; 960: 64 padding rows an expert); RxS, experts of R and S rows al
 8th expert empty; unevenR, issue 22's uneven draw about R (shapes.uneven_expert_rows); unevenR-full, that draw with
 its empty experts given R rows; unevenR-r256, that draw with each expert rounded up to 256 rows (no tile spans two
 experts). Prints per layout the share of BLOCK_M-row tiles spanning two experts, and per tile the
-median µs, TFLOPS over the valid rows and the time over the first tile's. No checks of the results (the GPU tier covers
-every configuration). --experts E < G gives segment g expert g % E: the same layout with E experts' weights, which
+median µs, TFLOPS over the valid rows and the time over the first tile's; with --check, whether each tile's output
+equals the first tile's bit for bit. --experts E < G gives segment g expert g % E: the same layout with E experts' weights, which
 stay in L2 when E is small."""
 from __future__ import annotations
 
@@ -55,6 +55,7 @@ def main(argv=None) -> int:
     p.add_argument("--tiles", default="256x128,128x192", help="BLOCK_MxBLOCK_N, comma-separated")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--dense", action="store_true", help="also the dense kernel's pick on the same rows")
+    p.add_argument("--check", action="store_true", help="each tile's output compared with the first tile's (bitwise)")
     args = p.parse_args(argv)
     n, k = (int(v) for v in args.nk.split("x"))
     tiles = [tuple(int(v) for v in t.split("x")) for t in args.tiles.split(",")]
@@ -75,15 +76,22 @@ def main(argv=None) -> int:
         m, valid = len(idx), sum(rows)
         a, sa = cugemm8.per_token_cast_to_fp8(rng.standard_normal((m, k), dtype=cupy.float32))
         sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
-        out, m_indices = cupy.empty((m, n), dtype=cugemm8.api.BF16), cupy.asarray(idx)
-        fns = {}
+        m_indices = cupy.asarray(idx)
+        fns, outs = {}, []
         for bm, bn in tiles:
             cfg = heuristics.make_config("contiguous", n, k, experts, bm, bn)
+            out = cupy.empty((m, n), dtype=cugemm8.api.BF16)
+            out.view(cupy.uint16).fill(0x7FC0)  # NaN: an element the tile leaves unwritten shows
+            outs.append(out)
             run = fp8_gemm.bind(cfg, a, sa, b, sb, out, layout=m_indices)
             fns[f"{bm}x{bn} s{cfg.stages}"] = run
             run()
+        if args.check:
+            for (bm, bn), out in zip(tiles[1:], outs[1:]):
+                same = bool((out.view(cupy.uint16) == outs[0].view(cupy.uint16)).all())
+                print(f"    {bm}x{bn} bitwise equal to {tiles[0][0]}x{tiles[0][1]}: {same}", flush=True)
         if args.dense:  # the dense kernel's pick on the same rows, with expert 0's weights
-            dense_out = cupy.empty_like(out)
+            dense_out = cupy.empty_like(outs[0])
             fns["dense pick"] = lambda: cugemm8.matmul(a, sa, b[0], sb[0], out=dense_out)
             fns["dense pick"]()
         times = timer.interleaved(fns, args.reps, rotate=True)

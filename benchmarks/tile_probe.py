@@ -18,23 +18,25 @@ from .protocol import Timer
 from .tune import compile_all, dense_inputs, provenance_line
 
 
-TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?(?:k(\d))?(c2)?(n)?")
+TILE = re.compile(r"(\d+)x(\d+)(h)?(?:s(\d+))?(?:k(\d))?(c2)?(n)?")
 
 
 def tile_config(tile: str, n: int, k: int, out_dtype: str):
-    """The configuration `tile` names ("BMxBN", "BMxBNsS" with S stages; "kS": K split over a cluster of S CTAs, B
+    """The configuration `tile` names ("BMxBN", "BMxBNsS" with S stages; "128x256h": column halves; "kS": K split over a cluster of S CTAs, B
     loaded evict-first, as decode picks are, unless a trailing "n" keeps B's default L2 policy; a trailing "c2": CTA
     pairs sharing A by multicast) for the normal layout at N, K."""
     from cugemm8 import heuristics
 
     match = TILE.fullmatch(tile)
     if match is None:
-        raise SystemExit(f"tile {tile!r}: expected BMxBN[sSTAGES][kSPLIT][c2][n], e.g. 256x128, 128x128s4c2, 128x128k2 "
-                         "or 64x128k2n")
-    bm, bn, stages, split, pairs, plain_b = int(match[1]), int(match[2]), match[3], match[4], match[5], match[6]
+        raise SystemExit(f"tile {tile!r}: expected BMxBN[h][sSTAGES][kSPLIT][c2][n], e.g. 256x128, 128x256h, 128x128s4c2, "
+                         "128x128k2 or 64x128k2n")
+    bm, bn, halves, stages, split, pairs, plain_b = (int(match[1]), int(match[2]), match[3], match[4], match[5],
+                                                     match[6], match[7])
     if split and (pairs or not heuristics.can_split_k(bn, k, int(split))):
         raise SystemExit(f"{tile}: {bm}x{bn} cannot split K={k} {split} ways" + (" with pairs" if pairs else ""))
     cfg = heuristics.make_config("normal", n, k, 1, bm, bn, cluster=2 if pairs else 1, out_format=out_dtype,
+                                 col_halves=2 if halves else None,
                                  **({"split_k": int(split), "stream_b": not plain_b} if split else {}))
     if stages:
         if not 1 <= int(stages) <= cfg.stages:
@@ -58,6 +60,8 @@ def main(argv=None) -> int:
     p.add_argument("--shapes", default="4096x2112x7168,4096x32768x512,4096x7168x2048", help="MxNxK, comma-separated")
     p.add_argument("--tiles", default="256x128,128x128", help="BLOCK_MxBLOCK_N[sSTAGES], comma-separated")
     p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--check", action="store_true",
+                   help="bf16 only: also compare each tile's output with bf16's pick's (bitwise; else the largest difference)")
     args = p.parse_args(argv)
 
     import cupy
@@ -79,8 +83,10 @@ def main(argv=None) -> int:
     for m, n, k in shapes:
         a, sa, b, sb = dense_inputs(m, n, k)
         bf16 = picks[m, n, k]
+        outs = {}
+        pick_out = outs.setdefault("pick", cupy.empty((m, n), dtype=cugemm8.api.BF16))
         fns = {f"bf16 pick {bf16.config.block_m}x{bf16.config.block_n} s{bf16.config.stages}": fp8_gemm.bind(
-            bf16.config, a, sa, b, sb, cupy.empty((m, n), dtype=cugemm8.api.BF16), grid=bf16.grid)}
+            bf16.config, a, sa, b, sb, pick_out, grid=bf16.grid)}
         pick = heuristics.choose("normal", m, n, k, 1, 132, args.out_dtype)
         for tile in tiles:
             cfg = configs[m, n, k, tile]
@@ -89,7 +95,9 @@ def main(argv=None) -> int:
                 out = cupy.empty((m, n), dtype=cupy.uint8)
                 run = fp8_gemm.bind(cfg, a, sa, b, sb, out, out_scale=cugemm8.empty_scale((m, -(-n // 128))), grid=grid)
             else:
-                run = fp8_gemm.bind(cfg, a, sa, b, sb, cupy.empty((m, n), dtype=cugemm8.api.BF16), grid=grid)
+                out = outs.setdefault(tile, cupy.empty((m, n), dtype=cugemm8.api.BF16))
+                out.view(cupy.uint16).fill(0x7FC0)  # NaN: an element the tile leaves unwritten shows
+                run = fp8_gemm.bind(cfg, a, sa, b, sb, out, grid=grid)
             pairs = " pairs" if cfg.cluster > 1 else ""
             split = f" split {cfg.split_k}" if cfg.split_k > 1 else ""
             policy = " B evict-first" if cfg.stream_b else ""
@@ -97,6 +105,14 @@ def main(argv=None) -> int:
             fns[name + (" (pick)" if cfg == pick.config else "")] = run
         for run in fns.values():
             run()
+        if args.check and not fp8:
+            ref = outs["pick"].view(cupy.uint16)
+            for tile in tiles:
+                got = outs[tile].view(cupy.uint16)
+                same = bool((got == ref).all())
+                as_f32 = lambda u: (u.astype(cupy.uint32) << 16).view(cupy.float32)  # noqa: E731 (bf16 bits widened)
+                diff = float(cupy.nanmax(cupy.abs(as_f32(got) - as_f32(ref))))
+                print(f"{m}x{n}x{k} {tile}: bitwise equal to the pick: {same}; largest difference {diff:.3g}", flush=True)
         times = timer.interleaved(fns, args.reps, rotate=True)
         first = next(iter(times))
         report(f"{m}x{n}x{k}", times, 2 * m * n * k, lambda name: first, "bf16's pick")

@@ -175,11 +175,14 @@ def prefill_candidates(layout: str, n: int, k: int, groups: int = 1, block_ns=PR
                        pair_block_ns=PREFILL_BLOCK_N, share_b_block_ns=()) -> list:
     """Prefill sweeps (dense, and tune_grouped's uneven experts): 128- and 256-row tiles at `block_ns` widths, single
     CTAs and, at `pair_block_ns` widths with even n-blocks, pairs sharing A by TMA multicast, and at 128-row
-    `share_b_block_ns` widths (contiguous) pairs sharing B; >= 3 stages (the tiles the large-M rules can reach)."""
+    `share_b_block_ns` widths (contiguous) pairs sharing B; >= 3 stages (the tiles the large-M rules can reach). 256 in
+    `block_ns`: also 128x256 in column halves, where the package has them (heuristics.can_halve)."""
     lib = library.current()
+    can_halve = getattr(lib.heuristics, "can_halve", lambda *_: False)
     out = []
     for bm in (128, 256):
-        for bn in (bn for bn in lib.block_n_candidates(bm) if bn in block_ns):
+        halves = [256] if bm == 128 and 256 in block_ns and can_halve(layout, 128, 256, "bfloat16") else []
+        for bn in [bn for bn in lib.block_n_candidates(bm) if bn in block_ns] + halves:
             for cluster in (1, 2) if bn in pair_block_ns and -(-n // bn) % 2 == 0 else (1,):
                 cfg = lib.make_config(layout, n, k, groups, bm, bn, cluster=cluster)
                 if cfg.stages >= 3:

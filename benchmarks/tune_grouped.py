@@ -2,7 +2,8 @@
 the heuristic's pick and with the dense kernel.
 
     python -m benchmarks.tune_grouped [--layout masked|contiguous|both|uneven] [--reps 10] [--out FILE] [--quick]
-                                      [--jobs N] [--pairs 128,192] [--share-b 160,192] [--rasters 4,8,16]
+                                      [--jobs N] [--widths 192,256] [--pairs 128,192] [--share-b 160,192]
+                                      [--rasters 4,8,16]
 
 Not a test and not the benchmark: a tool for setting the heuristic from measurements (the grouped
 counterpart of benchmarks/tune.py, whose compiling, timing and output it shares). Each configuration is
@@ -49,9 +50,9 @@ UNEVEN_MEAN = 4096
 CONTIGUOUS = [(s.groups, s.m, s.n, s.k) for s in shapes.CONTIGUOUS_SHAPES] + [(8, UNEVEN, 4096, 7168),
                                                                             (8, UNEVEN, 7168, 2048)]
 BLOCK_MS = (64, 128, 256)
-# The uneven-expert sweep: 128- and 256-row tiles of these widths, pairs (DeepGEMM 8dfa329 runs its contiguous GEMM
-# in pairs) at 128 wide; segments padded to shapes.PREFILL_ALIGN rows.
-UNEVEN_BLOCK_N = (96, 112, 128, 144, 160, 192)
+# The uneven-expert sweep: 128- and 256-row tiles of these widths (256: 128x256 in column halves), pairs (DeepGEMM
+# 8dfa329 runs its contiguous GEMM in pairs) at 128 wide; segments padded to shapes.PREFILL_ALIGN rows.
+UNEVEN_BLOCK_N = (96, 112, 128, 144, 160, 192, 256)
 RASTER_GROUP = heuristics.RASTER_GROUP  # the default band width (rows name only others)
 QUICK_CANDIDATES = 6
 SEED = shapes.SEED
@@ -333,6 +334,8 @@ def main(argv=None) -> int:
                                                   "heuristic's tile instead of the tiles")
     ap.add_argument("--pairs", default="128", help="uneven: comma-separated tile widths also swept as CTA pairs "
                                                    "sharing A by TMA multicast (none: '')")
+    ap.add_argument("--widths", default=",".join(map(str, UNEVEN_BLOCK_N)),
+                    help="uneven: comma-separated tile widths to sweep (256: 128x256 in column halves)")
     ap.add_argument("--share-b", default="", help="uneven: comma-separated widths of 128-row tiles also swept as CTA "
                                                   "pairs sharing B")
     args = ap.parse_args(argv)
@@ -341,10 +344,11 @@ def main(argv=None) -> int:
     try:
         pair_widths = tuple(int(w) for w in args.pairs.split(",") if w)
         share_b_widths = tuple(int(w) for w in args.share_b.split(",") if w)
+        widths = tuple(int(w) for w in args.widths.split(",") if w)
         rasters = tuple(int(r) for r in args.rasters.split(",") if r)
     except ValueError:
-        ap.error(f"--pairs, --share-b and --rasters take comma-separated integers, got {args.pairs!r}, "
-                 f"{args.share_b!r} and {args.rasters!r}")
+        ap.error(f"--pairs, --share-b, --widths and --rasters take comma-separated integers, got {args.pairs!r}, "
+                 f"{args.share_b!r}, {args.widths!r} and {args.rasters!r}")
     if any(r < 1 for r in rasters):
         ap.error(f"--rasters must be positive band widths, got {args.rasters!r}")
     t0 = time.time()
@@ -379,7 +383,7 @@ def main(argv=None) -> int:
             if rasters:
                 cands = [dataclasses.replace(pick, raster_group=r) for r in rasters]
             else:
-                cands = prefill_candidates("contiguous", s.n, s.k, s.groups, UNEVEN_BLOCK_N, pair_block_ns=pair_widths,
+                cands = prefill_candidates("contiguous", s.n, s.k, s.groups, widths, pair_block_ns=pair_widths,
                                            share_b_block_ns=share_b_widths)
             work.append(("uneven", shape, with_pick(cands, pick, args.quick)))
             extra.add(config_of("normal", total, s.n, s.k, 1))

@@ -50,12 +50,14 @@ def config_type(cfg: KernelConfig) -> str:
               cfg.record_slots, cfg.split_k, "true" if cfg.stream_b else "false"]
     if cfg.wgrad:  # FP32 added into D, with 1x128 B scales (and K at run time: k == 0)
         params += ["cg8::OutFormat::kF32Add", "cg8::ScaleB::kRow", cfg.d_atoms]
-    elif cfg.out_fp8 or cfg.share_b:  # the defaults are left out, so older sources (and cache keys) read as before
-        params.append(_OUT_FORMATS[cfg.out_format])
-        if cfg.group_ctas > 1 or cfg.share_b:  # (the parameters before them at their defaults)
+    elif cfg.out_fp8 or cfg.share_b or cfg.col_halves > 1:  # the defaults are left out, so older sources (and
+        params.append(_OUT_FORMATS[cfg.out_format])           # cache keys) read as before
+        if cfg.group_ctas > 1 or cfg.share_b or cfg.col_halves > 1:  # (the parameters before them at their defaults)
             params += ["cg8::ScaleB::kBlock", 0, cfg.group_ctas]
-        if cfg.share_b:
-            params.append("true")
+        if cfg.share_b or cfg.col_halves > 1:
+            params.append("true" if cfg.share_b else "false")
+        if cfg.col_halves > 1:
+            params.append(cfg.col_halves)
     return f"cg8::GemmConfig<{', '.join(map(str, params))}>"
 
 
@@ -125,7 +127,8 @@ def cfg_str(cfg: KernelConfig) -> str:
     return (f"{cfg.layout} N={cfg.n} K={cfg.k} G={cfg.num_groups} block {cfg.block_m}x{cfg.block_n}, "
             f"{cfg.stages} stages" + (f", {cfg.out_format} out" if cfg.out_fp8 else "")
             + (f", {cfg.group_ctas} CTAs a scale group" if cfg.group_ctas > 1 else "")
-            + (", pairs sharing B" if cfg.share_b else ", pairs sharing A" if cfg.cluster > 1 else ""))
+            + (", pairs sharing B" if cfg.share_b else ", pairs sharing A" if cfg.cluster > 1 else "")
+            + (", column halves" if cfg.col_halves > 1 else ""))
 
 
 class LoadedKernel(runtime.LoadedFunction):

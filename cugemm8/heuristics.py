@@ -37,10 +37,11 @@ TILE_RATES = {(128, 64): 948, (128, 96): 1093, (128, 112): 1147, (128, 128): 129
               (256, 128): 1369}
 # Contiguous, experts of 0.5-1.5 x 256 or 1024 rows (issue 22's uneven experts, 8-64 of them): each expert's B
 # tiles serve few m-blocks, so wide tiles (fewer A re-reads per output) lead. Tiles of 256 rows, which often span
-# two experts there, are left to experts of WIDE_ROWS and more, ranked by the dense rates.
+# two experts there, are left to experts of WIDE_ROWS and more, ranked by the dense rates. 128x256 tiles (column
+# halves: 256x128's registers and shared-memory traffic) lead (bench/results/v39 tune-uneven, NOTES.md v39).
 PREFILL_EXPERT_ROWS = 256
-CONTIGUOUS_TILE_RATES = {(128, 96): 998, (128, 112): 1046, (128, 128): 1130, (128, 144): 1114, (128, 160): 1144,
-                         (128, 192): 1207}
+CONTIGUOUS_TILE_RATES = {(128, 96): 1000, (128, 112): 1066, (128, 128): 1160, (128, 144): 1132, (128, 160): 1180,
+                         (128, 192): 1239, (128, 256): 1325}
 # ... where the larger tile is taken when its estimate is within this of the fastest: at 8 experts of ~1024 rows,
 # 5120x8192, 128x192 (13 waves, the last of 9 tiles) was estimated 1.4% slower than 128x128 (18 waves) and measured
 # 1.05-1.06x faster in two sweeps and the v27 table; the dense rates keep no tie (NOTES.md v28).
@@ -84,6 +85,7 @@ class KernelConfig:
                          # 128-column scale group and share each row's amax (block_n * group_ctas == 128)
     share_b: bool = False  # contiguous, cluster=2: the pair holds adjacent m-blocks of one n-block and shares
                            # each B tile instead of A (where both are one expert's)
+    col_halves: int = 1  # 2: a 128x256 tile as two 128-column halves of each math warpgroup's slab (can_halve)
 
     @property
     def out_fp8(self) -> bool:
@@ -223,13 +225,13 @@ def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0, tail_spl
 def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, block_n: int,
                 cluster: int = 1, tail_split: bool | None = None, split_k: int = 1,
                 stream_b: bool = False, out_format: str = "bfloat16", group_ctas: int = 1,
-                share_b: bool = False) -> KernelConfig:
+                share_b: bool = False, col_halves: int | None = None) -> KernelConfig:
     """The configuration of one tile shape as the heuristic builds it (most stages that fit, one math
     warpgroup per 64-row tile, the widest output swizzle, the masked split where it pays, unless
     `tail_split` says otherwise; never with e4m3 output): for the heuristic itself, and for sweeps and
     tools that name a tile. `group_ctas` > 1 (e4m3 output, normal layout, unsplit): that many CTAs of a
     cluster hold a 128-column scale group's tiles (can_share_group). `share_b` (contiguous, cluster=2): the pair
-    shares B (can_share_b)."""
+    shares B (can_share_b). A 128x256 tile is computed in column halves (`col_halves` 2: can_halve)."""
     fp8 = out_format != "bfloat16"  # e4m3 output: swizzle of its 1-byte rows
     if group_ctas != 1 and not (fp8 and layout == "normal" and can_share_group(block_n, group_ctas)
                                 and split_k == 1 and cluster == 1):
@@ -239,6 +241,14 @@ def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, bloc
     if share_b and not (cluster == 2 and can_share_b(layout, block_m, block_n)):
         raise ValueError(f"share_b needs cluster=2, the contiguous layout, block_m=128 and block_n a multiple of 16; "
                          f"got cluster={cluster}, {layout}, block_m={block_m}, block_n={block_n}")
+    if col_halves is None:  # a 128x256 tile is only ever computed in column halves (registers)
+        col_halves = 2 if (block_m, block_n) == (128, 256) else 1
+    if col_halves != 1 and not (col_halves == 2 and can_halve(layout, block_m, block_n, out_format)
+                                and split_k == 1 and cluster == 1):
+        raise ValueError(f"col_halves={col_halves} needs 2, the normal or contiguous layout, a 128x256 tile, bf16 "
+                         f"output, no split "
+                         f"or multicast; got {layout}, {block_m}x{block_n}, {out_format}, split_k={split_k}, "
+                         f"cluster={cluster}")
     if tail_split is None:
         tail_split = cluster == 1 and split_k == 1 and tail_split_for(layout, block_n, k)
     stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split,
@@ -247,7 +257,14 @@ def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, bloc
                         stages=stages, num_math_wg=1 if block_m == 64 else 2,
                         swizzle_d=swizzle_for(block_n, 1 if fp8 else 2), cluster=cluster, tail_split=tail_split,
                         split_k=split_k, stream_b=stream_b, out_format=out_format, group_ctas=group_ctas,
-                        share_b=share_b)
+                        share_b=share_b, col_halves=col_halves)
+
+
+def can_halve(layout: str, block_m: int, block_n: int, out_format: str) -> bool:
+    """What column halves need (cuda_src/gemm/config.cuh, kColHalves): a 128x256 tile of the normal or contiguous
+    layout with bf16 output, each math warpgroup's slab by two 128-column halves (256x128's registers and shared-
+    memory traffic in 128-row tiles)."""
+    return layout in ("normal", "contiguous") and block_m == 128 and block_n == 256 and out_format == "bfloat16"
 
 
 def can_share_b(layout: str, block_m: int, block_n: int) -> bool:
@@ -312,40 +329,41 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
     rates = prefill_rates(layout, m, num_groups)
     best = None
     timed = []  # with rates: (estimated time, config, tiles) of each candidate
-    for bm in block_ms:
+    # 128x256 in column halves where a rate table has it (can_halve)
+    halves = [(128, 256)] if rates is not None and (128, 256) in rates and can_halve(layout, 128, 256, out_format) else []
+    for bm, bn in [(bm, bn) for bm in block_ms for bn in block_n_candidates(bm)] + halves:
         if bm > 64 and m <= 64 and layout != "contiguous":
             continue  # a 64-row block already covers M
-        for bn in block_n_candidates(bm):
-            if fp8 and not fp8_out_ok(bn):
-                continue
-            if rates is not None and (bm, bn) not in rates:
-                continue
-            if layout == "contiguous" and bn > 128 and rates is None:
-                # Below PREFILL_M rows, the two-accumulator 128-row tiles (BLOCK_N <= 128) beat wider single-
-                # accumulator ones (NOTES.md v6).
-                continue
-            config = candidate(bm, bn)
-            if config.stages < min(3, ceil_div(k, BLOCK_K)):
-                continue
-            tiles = ceil_div(m, bm) * ceil_div(n, bn) * groups
-            waves = ceil_div(tiles, num_sms)
-            last = tiles - (waves - 1) * num_sms
-            waste = ceil_div(m, bm) * bm * ceil_div(n, bn) * bn
-            if rates is not None:
-                # Large M: the time a CTA takes for its waves of tiles at each tile's measured rate. Waves first
-                # had taken 256x112 (4 waves) over 128x128 (7 waves of half the work) at 2048x7168x16384: 1.39x
-                # the time (NOTES.md v25).
-                timed.append((waves * bm * bn / rates[bm, bn], config, tiles))
-                continue
-            # Otherwise, in order (each step measured on the H200 sweep, NOTES.md v5):
-            # 1. fewer waves; 2. a fuller last wave, any wave FULL_WAVE full counting as full;
-            # 3. less area computed past the problem's edges; 4. larger tiles (fewer operand
-            # re-reads per FLOP); 5. no 16-wide wgmmas (too short to hide their issue and wait);
-            # 6. BLOCK_M=128: each math warpgroup has one 64-row slab and two accumulators;
-            # 7. wider N: a slab's wgmma re-reads its A rows per n-block, so wider moves fewer bytes.
-            score = (waves, -min(last, math.ceil(FULL_WAVE * num_sms)), waste, -(bm * bn), bn < 32, bm != 128, -bn)
-            if best is None or score < best[0]:
-                best = (score, config, tiles)
+        if fp8 and not fp8_out_ok(bn):
+            continue
+        if rates is not None and (bm, bn) not in rates:
+            continue
+        if layout == "contiguous" and bn > 128 and rates is None:
+            # Below PREFILL_M rows, the two-accumulator 128-row tiles (BLOCK_N <= 128) beat wider single-
+            # accumulator ones (NOTES.md v6).
+            continue
+        config = candidate(bm, bn)
+        if config.stages < min(3, ceil_div(k, BLOCK_K)):
+            continue
+        tiles = ceil_div(m, bm) * ceil_div(n, bn) * groups
+        waves = ceil_div(tiles, num_sms)
+        last = tiles - (waves - 1) * num_sms
+        waste = ceil_div(m, bm) * bm * ceil_div(n, bn) * bn
+        if rates is not None:
+            # Large M: the time a CTA takes for its waves of tiles at each tile's measured rate. Waves first
+            # had taken 256x112 (4 waves) over 128x128 (7 waves of half the work) at 2048x7168x16384: 1.39x
+            # the time (NOTES.md v25).
+            timed.append((waves * bm * bn / rates[bm, bn], config, tiles))
+            continue
+        # Otherwise, in order (each step measured on the H200 sweep, NOTES.md v5):
+        # 1. fewer waves; 2. a fuller last wave, any wave FULL_WAVE full counting as full;
+        # 3. less area computed past the problem's edges; 4. larger tiles (fewer operand
+        # re-reads per FLOP); 5. no 16-wide wgmmas (too short to hide their issue and wait);
+        # 6. BLOCK_M=128: each math warpgroup has one 64-row slab and two accumulators;
+        # 7. wider N: a slab's wgmma re-reads its A rows per n-block, so wider moves fewer bytes.
+        score = (waves, -min(last, math.ceil(FULL_WAVE * num_sms)), waste, -(bm * bn), bn < 32, bm != 128, -bn)
+        if best is None or score < best[0]:
+            best = (score, config, tiles)
     if timed:  # the largest tile (then the widest) among those estimated within the tie of the fastest
         tie = CONTIGUOUS_RATE_TIE if rates is CONTIGUOUS_TILE_RATES else 0.0
         fastest = min(est for est, _, _ in timed)

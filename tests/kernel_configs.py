@@ -21,9 +21,14 @@ DECODE = [(m, n, k) for m in (1, 2, 4, 8, 16, 32, 128)
           for n, k in ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048),
                        (256, 4096), (512, 7168), (1024, 7168))]
 SMS = (132, 114, 78)
-CONTIGUOUS_EXPLICIT = [heuristics.make_config("contiguous", n, 384, 5, bm, bn)
-                       for bm, bn, n in ((256, 128, 256), (128, 128, 256), (64, 64, 256), (128, 160, 688),
-                                         (128, 144, 1200))]
+CONTIGUOUS_EXPLICIT = [heuristics.make_config("contiguous", n, k, 5, bm, bn)
+                       for bm, bn, n, k in ((256, 128, 256, 384), (128, 128, 256, 384), (64, 64, 256, 384),
+                                            (128, 160, 688, 384), (128, 144, 1200, 384), (128, 256, 600, 384),
+                                            (128, 256, 600, 640), (128, 256, 600, 2048))]
+# 128x256 tiles in column halves (tests/gpu/test_dense.py::test_column_halves).
+HALVES_EXPLICIT = [heuristics.make_config("normal", n, k, 1, 128, bn) for bn, n, k in ((256, 600, 640), (256, 1024, 1040),
+                                                                                       (256, 256, 128), (128, 600, 640),
+                                                                                       (128, 1024, 1040), (128, 256, 128))]
 # 256-row contiguous tiles over segments padded to 128 rows (tests/gpu/test_contiguous.py::
 # test_contiguous_tiles_split_at_the_middle, test_fp8_out.py::test_contiguous_fp8_out_256_rows).
 SPLIT_AT_MIDDLE_EXPLICIT = [heuristics.make_config("contiguous", 2 * bn + 40, 640, 12, 256, bn) for bn in (128, 96)] + [
@@ -57,7 +62,7 @@ def picked_configs():
         configs.add(heuristics.make_config("normal", 8 * bn, 1040, 1, bm, bn, cluster=2))
     configs.add(heuristics.make_config("masked", 512, 1024, 3, 256, 128, cluster=2))
     # Contiguous tiles of every height over 64-row expert segments (tests/gpu/test_contiguous.py).
-    for cfg in CONTIGUOUS_EXPLICIT + SHARE_B_EXPLICIT + SPLIT_AT_MIDDLE_EXPLICIT:
+    for cfg in CONTIGUOUS_EXPLICIT + SHARE_B_EXPLICIT + SPLIT_AT_MIDDLE_EXPLICIT + HALVES_EXPLICIT:
         configs.add(cfg)
     # The masked split last wave at every tile height (tests/gpu/test_masked.py::test_masked_split_last_wave).
     for cfg in SPLIT_EXPLICIT + SPLIT_K_EXPLICIT:

@@ -30,7 +30,7 @@ template <Layout kLayout_, uint32_t kShapeN_, uint32_t kShapeK_, uint32_t kNumGr
           uint32_t kBlockN_, uint32_t kStages_, uint32_t kNumMathWG_, uint32_t kSwizzleD_, uint32_t kRasterGroup_,
           uint32_t kMulticast_, bool kTailSplit_, uint32_t kRecordSlots_, uint32_t kSplitK_, bool kStreamB_,
           OutFormat kOutFormat_ = OutFormat::kBf16, ScaleB kScaleB_ = ScaleB::kBlock, uint32_t kTileAtoms_ = 0,
-          uint32_t kGroupCtas_ = 1, bool kShareB_ = false>
+          uint32_t kGroupCtas_ = 1, bool kShareB_ = false, uint32_t kColHalves_ = 1>
 struct GemmConfig {
     static constexpr Layout kLayout = kLayout_;
     static constexpr uint32_t kShapeN = kShapeN_;
@@ -70,6 +70,10 @@ struct GemmConfig {
     // a cluster hold the adjacent kBlockN-wide tiles of one 128-column group and share each row's amax through
     // distributed shared memory (split.cuh), so e4m3 output can take the narrow tiles bf16 picks.
     static constexpr uint32_t kGroupCtas = kGroupCtas_;
+    // 2: a 128x256 tile as two 128-column halves, each math warpgroup computing both halves of its 64-row slab, one
+    // after the other into one accumulator: the registers and shared-memory traffic of 256x128 in tiles of 128 rows
+    // (NOTES.md v39).
+    static constexpr uint32_t kColHalves = kColHalves_;
     // CTAs of a cluster that exchange partial sums or row amax (1: none).
     static constexpr uint32_t kExchangeCtas = kSplits > 1 ? kSplits : kGroupCtas;
 
@@ -80,17 +84,23 @@ struct GemmConfig {
     static constexpr uint32_t kMulticastRows = kShareB ? kBlockM : kBlockM / kMulticast;  // A rows a CTA loads
 
     // ------------------------------------------------------------------ tiles
-    static constexpr uint32_t kSlabsPerTile = kBlockM / kSlabRows;
-    static constexpr uint32_t kSlabsPerWG = kSlabsPerTile / kNumMathWG;
-    // The slab (64-row block of the tile) that math warpgroup wg computes as its w-th: interleaved, so that each
-    // pass of a contiguous tile split between two experts at its middle has work for both warpgroups (NOTES.md v27).
-    __host__ __device__ static constexpr uint32_t slab(uint32_t wg, uint32_t w) { return w * kNumMathWG + wg; }
+    static constexpr uint32_t kSlabsPerTile = kBlockM / kSlabRows;  // 64-row slabs of a tile
+    // A unit: one slab's rows by kUnitN columns, one MMA chain. A math warpgroup computes kSlabsPerWG of them.
+    static constexpr uint32_t kUnitN = kBlockN / kColHalves;
+    static constexpr uint32_t kSlabsPerWG = kSlabsPerTile / kNumMathWG * kColHalves;
+    // The slab (64-row block of the tile) of math warpgroup wg's w-th unit: interleaved, so that each pass of a
+    // contiguous tile split between two experts at its middle has work for both warpgroups (NOTES.md v27).
+    __host__ __device__ static constexpr uint32_t slab(uint32_t wg, uint32_t w) { return w / kColHalves * kNumMathWG + wg; }
+    // The first column of the w-th unit in the tile.
+    __host__ __device__ static constexpr uint32_t unit_col(uint32_t w) { return w % kColHalves * kUnitN; }
     static constexpr uint32_t kSlabStride = kSlabRows * kNumMathWG;  // rows from a warpgroup's slab to its next
+    // Rows from a warpgroup's first unit to its w-th.
+    __host__ __device__ static constexpr uint32_t unit_row(uint32_t w) { return w / kColHalves * kSlabStride; }
     static constexpr uint32_t kNumKBlocks = (kShapeK + kBlockK - 1) / kBlockK;
     static constexpr uint32_t kNumNBlocks = (kShapeN + kBlockN - 1) / kBlockN;
     static constexpr uint32_t kScaleRowsB = (kShapeN + 127) / 128;  // rows of B's scale grid per group
-    static constexpr bool kMayStraddle = !kRowScalesB && (128 % kBlockN) != 0;  // a tile may span two rows of it
-    static constexpr uint32_t kScaleRowsPerTile = kMayStraddle ? 2 : 1;
+    static constexpr bool kMayStraddle = !kRowScalesB && (128 % kUnitN) != 0;  // a unit may span two rows of it
+    static constexpr uint32_t kScaleRowsPerTile = kMayStraddle || kColHalves > 1 ? 2 : 1;
     // Two accumulator sets (the MMA of one k-block overlaps the promotion of the previous) where
     // registers allow: one slab per warpgroup and 3 x kBlockN/2 live FP32 registers. B's per-column scales
     // (kBlockN/4 registers) leave room for one set only.
@@ -106,8 +116,13 @@ struct GemmConfig {
     // fewer, filled in turn while TMA adds the others into D, to leave shared memory to the stage ring.
     static constexpr uint32_t kTileAtoms = kTileAtoms_ == 0 ? kNumAtoms : kTileAtoms_;
 
-    static_assert(kBlockM % kSlabRows == 0 && kSlabsPerWG >= 1 && kBlockM == kSlabsPerWG * kSlabRows * kNumMathWG,
+    static_assert(kBlockM % kSlabRows == 0 && kSlabsPerTile % kNumMathWG == 0 && kSlabsPerWG >= 1,
                   "BLOCK_M must be 64 x the math warpgroups x their slabs");
+    static_assert(kColHalves == 1 || (kColHalves == 2 && kBlockM == 128 && kBlockN == 256 && kNumMathWG == 2 &&
+                                      (kLayout == Layout::kNormal || kLayout == Layout::kContiguous) &&
+                                      kOutFormat == OutFormat::kBf16 && kSplits == 1 && kMulticast == 1),
+                  "column halves: 128x256 tiles of two math warpgroups, the normal or contiguous layout, bf16 output, "
+                  "unsplit, no multicast");
     static_assert(kSlabsPerTile <= 4, "the contiguous pass bookkeeping packs 2 bits per slab");
     static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N must be a multiple of 8 in [8, 256]");
     static_assert(kBlockN <= 128 || kRowScalesB || (128 % (kBlockN - 128)) == 0,

@@ -17,7 +17,7 @@ namespace cg8 {
 template <class Cfg>
 struct Epilogue {
     static constexpr uint32_t kSlabs = Cfg::kSlabsPerWG;
-    static constexpr uint32_t kFrag = Cfg::kBlockN / 2;
+    static constexpr uint32_t kFrag = Cfg::kUnitN / 2;  // a unit's sums a thread holds
     using Sums = float[kSlabs][kFrag];
 
     // Byte address of output element (row, col) in the swizzled shared-memory tile; the element's 16-byte
@@ -35,7 +35,7 @@ struct Epilogue {
         for (uint32_t w = 0; w < kSlabs; ++w) {
             const bool z0 = (zero >> (2 * w)) & 1u, z1 = (zero >> (2 * w + 1)) & 1u;
 #pragma unroll
-            for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) {
+            for (uint32_t i = 0; i < Cfg::kUnitN / 8; ++i) {
                 if (z0) sum[w][i * 4 + 0] = sum[w][i * 4 + 1] = 0.f;
                 if (z1) sum[w][i * 4 + 2] = sum[w][i * 4 + 3] = 0.f;
             }
@@ -49,16 +49,16 @@ struct Epilogue {
         for (uint32_t w = 0; w < kSlabs; ++w) {
             const uint32_t row = Cfg::slab(wg, w) * 64 + warp * 16 + (lane / 8 % 2) * 8 + lane % 8;
 #pragma unroll
-            for (uint32_t i = 0; i + 1 < Cfg::kBlockN / 8; i += 2) {
-                const uint32_t addr = tile_addr(base, row, (i + lane / 16) * 8);
+            for (uint32_t i = 0; i + 1 < Cfg::kUnitN / 8; i += 2) {
+                const uint32_t addr = tile_addr(base, row, Cfg::unit_col(w) + (i + lane / 16) * 8);
                 stmatrix_x4(addr, pack_bf16x2(sum[w][i * 4 + 0], sum[w][i * 4 + 1]),
                             pack_bf16x2(sum[w][i * 4 + 2], sum[w][i * 4 + 3]),
                             pack_bf16x2(sum[w][i * 4 + 4], sum[w][i * 4 + 5]),
                             pack_bf16x2(sum[w][i * 4 + 6], sum[w][i * 4 + 7]));
             }
-            if constexpr ((Cfg::kBlockN / 8) % 2 == 1) {
-                constexpr uint32_t i = Cfg::kBlockN / 8 - 1;
-                const uint32_t addr = tile_addr(base, row, i * 8);  // lanes 16..31: ignored
+            if constexpr ((Cfg::kUnitN / 8) % 2 == 1) {
+                constexpr uint32_t i = Cfg::kUnitN / 8 - 1;
+                const uint32_t addr = tile_addr(base, row, Cfg::unit_col(w) + i * 8);  // lanes 16..31: ignored
                 stmatrix_x2(addr, pack_bf16x2(sum[w][i * 4 + 0], sum[w][i * 4 + 1]),
                             pack_bf16x2(sum[w][i * 4 + 2], sum[w][i * 4 + 3]));
             }

@@ -15,7 +15,7 @@ namespace cg8 {
 template <class Cfg>
 struct MainLoop {
     static constexpr uint32_t kSlabs = Cfg::kSlabsPerWG;
-    static constexpr uint32_t kFrag = Cfg::kBlockN / 2;  // accumulator registers per slab and thread
+    static constexpr uint32_t kFrag = Cfg::kUnitN / 2;  // accumulator registers per unit and thread
     static constexpr uint32_t kAllSlabs = (1u << kSlabs) - 1;
     using Walk = RingWalk<Cfg>;
     // Shared-memory addresses formed from one base that a warp reduction pins in a uniform register
@@ -44,7 +44,7 @@ struct MainLoop {
     uint64_t desc_a0, desc_b0;
     bool store_thread;      // issues the output tile's TMA stores
     // The warpgroup index in a form ptxas knows to be warp-uniform, so the A descriptors stay on the
-    // uniform datapath. BLOCK_N > 128 keeps the per-thread form, measured faster there (NOTES.md v11).
+    // uniform datapath. Units wider than 128 keep the per-thread form, measured faster there (NOTES.md v11).
     uint32_t wg_mma;
 
     __device__ __forceinline__ MainLoop(const SharedMemory<Cfg>& sm_, RingPosition<Cfg>& ring_, float (&acc_)[2][kFrag],
@@ -57,7 +57,7 @@ struct MainLoop {
         smem_d_addr = shared(sm.d);
         desc_a0 = smem_desc_sw128(smem_a_addr), desc_b0 = smem_desc_sw128(smem_b_addr);
         store_thread = (wg == 0 && tid < (Cfg::kOutF32 ? 1 : Cfg::kNumAtoms));  // FP32: one issues every atom
-        wg_mma = Cfg::kBlockN <= 128 ? __shfl_sync(~0u, wg, 0) : wg;
+        wg_mma = Cfg::kUnitN <= 128 ? __shfl_sync(~0u, wg, 0) : wg;
     }
 
     // The shared-memory address of `p`.
@@ -82,17 +82,18 @@ struct MainLoop {
         }
     }
 
-    // Waits for k-block `kb`'s stage `st` and returns its promotion scales for each slab w:
-    // {sa(r0) sb0, sa(r1) sb0, sa(r0) sb1, sa(r1) sb1} (r1 = r0 + 8; sb1 for columns past the boundary).
+    // Waits for k-block `kb`'s stage `st` and returns its promotion scales for each unit w:
+    // {sa(r0) sb0, sa(r1) sb0, sa(r0) sb1, sa(r1) sb1} (r1 = r0 + 8; sb1 for columns past the boundary; with
+    // column halves, the second half's unit takes sb1 throughout).
     __device__ __forceinline__ void wait_stage(uint32_t kb, float (&scale)[kSlabs][4], uint32_t st) const {
         float sb0, sb1;
         CG8_MARK_KB(kTraceKbWait, kb);
         if constexpr (kPinnedBase) {
             sb0 = ld_shared_f32(shared(sm.sb + kb));
-            sb1 = Cfg::kMayStraddle ? ld_shared_f32(shared(sm.sb + Cfg::kNumKBlocks + kb)) : sb0;
+            sb1 = Cfg::kScaleRowsPerTile > 1 ? ld_shared_f32(shared(sm.sb + Cfg::kNumKBlocks + kb)) : sb0;
             mbar_wait(shared(&sm.full[st]), ring.phase);
         } else {
-            sb0 = sm.sb[kb], sb1 = Cfg::kMayStraddle ? sm.sb[Cfg::kNumKBlocks + kb] : sb0;
+            sb0 = sm.sb[kb], sb1 = Cfg::kScaleRowsPerTile > 1 ? sm.sb[Cfg::kNumKBlocks + kb] : sb0;
             mbar_wait(&sm.full[st], ring.phase);
         }
         CG8_MARK_KB(kTraceKbReady, kb);
@@ -103,7 +104,8 @@ struct MainLoop {
             float sa0, sa1;
             if constexpr (kPinnedBase) sa0 = ld_shared_f32(shared(sa + row)), sa1 = ld_shared_f32(shared(sa + row + 8));
             else sa0 = sa[row], sa1 = sa[row + 8];
-            scale[w][0] = sa0 * sb0, scale[w][1] = sa1 * sb0, scale[w][2] = sa0 * sb1, scale[w][3] = sa1 * sb1;
+            const float sbu = Cfg::unit_col(w) < 128 ? sb0 : sb1;  // the unit's first column's scale row
+            scale[w][0] = sa0 * sbu, scale[w][1] = sa1 * sbu, scale[w][2] = sa0 * sb1, scale[w][3] = sa1 * sb1;
         }
     }
 
@@ -117,10 +119,10 @@ struct MainLoop {
         wgmma_fence();
         // Offsets in 16-byte descriptor units (every term a multiple of 16 bytes).
         const uint32_t a_off = st * (SmemLayout<Cfg>::kStageA / 16) + Cfg::slab(wg_mma, w) * (64 * kBlockK / 16);
-        const uint32_t b_off = st * (SmemLayout<Cfg>::kStageB / 16);
+        const uint32_t b_off = st * (SmemLayout<Cfg>::kStageB / 16) + Cfg::unit_col(w) * (kBlockK / 16);
 #pragma unroll
         for (uint32_t k = 0; k < kBlockK / 32; ++k)
-            WgmmaFp8<Cfg::kBlockN>::mma(d, smem_desc_add(desc_a0, a_off + k * 2), smem_desc_add(desc_b0, b_off + k * 2), k);
+            WgmmaFp8<Cfg::kUnitN>::mma(d, smem_desc_add(desc_a0, a_off + k * 2), smem_desc_add(desc_b0, b_off + k * 2), k);
         wgmma_commit();
     }
 
@@ -135,7 +137,7 @@ struct MainLoop {
         return;
 #endif
 #pragma unroll
-        for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) {
+        for (uint32_t i = 0; i < Cfg::kUnitN / 8; ++i) {
             const bool first = !Cfg::kMayStraddle || i * 8 < boundary;
             const float s0 = first ? sc[0] : sc[2], s1 = first ? sc[1] : sc[3];
             f[i * 4 + 0] += s0 * d[i * 4 + 0];

@@ -145,7 +145,7 @@ struct ContiguousTiles {
         t.zero = 0;
 #pragma unroll
         for (uint32_t i = 0; i < 2 * kSlabsPerWG && kMath; ++i) {
-            const uint32_t r = thread_row + (i / 2) * Cfg::kSlabStride + (i % 2) * 8;
+            const uint32_t r = thread_row + Cfg::unit_row(i / 2) + (i % 2) * 8;
             if ((zero_words[i] >> (r % 32)) & 1u) t.zero |= 1u << i;
         }
     }

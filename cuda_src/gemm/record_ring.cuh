@@ -65,7 +65,7 @@ struct RecordRing {
     }
 
     // A math thread: the n-th record's slab ids, and the words holding this thread's rows' bits (rows
-    // thread_row + kSlabStride w (+8)), then the slot is freed. Every math thread arrives (a release) after its
+    // thread_row + unit_row(w) (+8)), then the slot is freed. Every math thread arrives (a release) after its
     // own reads: one arrival per warp after a __syncwarp is as correct, but ptxas drops the warp
     // barrier in converged code, and racecheck then reports the record warp's next write as a race.
     __device__ __forceinline__ void take(uint32_t n, uint32_t thread_row, int32_t (&slab_group)[Cfg::kSlabsPerTile],
@@ -77,7 +77,7 @@ struct RecordRing {
         for (uint32_t i = 0; i < Cfg::kSlabsPerTile; ++i) slab_group[i] = record[i];
 #pragma unroll
         for (uint32_t i = 0; i < 2 * Cfg::kSlabsPerWG; ++i)
-            zero_words[i] = uint32_t(record[Cfg::kSlabsPerTile + (thread_row + (i / 2) * Cfg::kSlabStride + (i % 2) * 8) / 32]);
+            zero_words[i] = uint32_t(record[Cfg::kSlabsPerTile + (thread_row + Cfg::unit_row(i / 2) + (i % 2) * 8) / 32]);
         if constexpr (Cfg::kShareB) peer_passes = uint32_t(record[kWords - 1]);
         mbar_arrive(&empty[s]);
     }

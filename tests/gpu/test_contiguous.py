@@ -67,9 +67,16 @@ def _check_contiguous_segments(bm, bn, n, k, grid=None, more=(), share_b=False):
 
 
 @pytest.mark.parametrize("bm, bn, n", [(256, 128, 256), (128, 128, 256), (64, 64, 256), (128, 160, 688),
-                                       (128, 144, 1200)])
+                                       (128, 144, 1200), (128, 256, 600)])
 def test_contiguous_tiles_spanning_experts(bm, bn, n):
     _check_contiguous_segments(bm, bn, n, 384)
+
+
+# 128x256 tiles in column halves (the uneven experts' pick): the segments above, several tiles a CTA through the
+# stage ring from every stage, a last n-tile of 88 columns.
+@pytest.mark.parametrize("k", [640, 2048])
+def test_contiguous_column_halves_through_the_ring(k):
+    _check_contiguous_segments(128, 256, 600, k, grid=2, more=[(1, 1024), (4, 256)])
 
 
 # 256x128 contiguous tiles walk the stage ring in rounds from wherever the previous tile left it (rolled

@@ -84,6 +84,26 @@ def test_matmul_m_zero():
     sb = cupy.ones((1, 2), cupy.float32)
     assert cugemm8.matmul(a, sa, b, sb).shape == (0, 64)
 
+# 128x256 tiles in column halves (KernelConfig.col_halves): each math warpgroup computes both 128-column halves of its
+# 64-row slab, the second half with B's next scale row. B's 128-row blocks at different magnitudes, so that a half
+# scaled by the other's row shows; partial m-, n- (a last tile of 88 columns, past its second half) and k-blocks; a grid
+# of two CTAs walks several tiles through the stage ring. The same bits as 128x128 tiles (the same sums in the same
+# order).
+@pytest.mark.parametrize("m, n, k, grid", [(300, 600, 640, None), (1000, 1024, 1040, 2), (129, 256, 128, None)])
+def test_column_halves(m, n, k, grid):
+    cfg = heuristics.make_config("normal", n, k, 1, 128, 256)
+    assert cfg.col_halves == 2
+    rng = cupy.random.default_rng(m + n)
+    x = rng.standard_normal((m, k), dtype=cupy.float32)
+    w = rng.standard_normal((n, k), dtype=cupy.float32) * cupy.repeat(4.0 ** (cupy.arange(n // 128 + 1) % 3 - 1), 128)[:n, None]
+    a, sa, b, sb = quantize(x, w.astype(cupy.float32))
+    sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
+    out, ref = poisoned((m, n)), poisoned((m, n))
+    fp8_gemm.bind(cfg, a, sa, b, sb, out, grid=grid)()
+    check_against_reference(out, a, sa, b, sb, x, w)
+    fp8_gemm.bind(heuristics.make_config("normal", n, k, 1, 128, 128), a, sa, b, sb, ref)()
+    assert bool((out.view(cupy.uint16) == ref.view(cupy.uint16)).all()), "not the bits of 128x128 tiles"
+
 
 # ----------------------------------------------------------------------------- TMA multicast
 # The heuristic does not pick clusters of 2 at present: run those configurations explicitly.
