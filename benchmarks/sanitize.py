@@ -105,6 +105,13 @@ EDGE_CASES = [
     {"name": "edge contiguous ring rounds from every stage (256x128, K=2048, 2 CTAs)", "layout": "contiguous",
      "groups": 3, "n": 256, "k": 2048, "force": (256, 128), "num_sms": 2, "a_scale": "aligned",
      "m_indices": contiguous_ids([(0, 64), (2, 100), (-1, 28), (1, 768), (-1, 64), (2, 256)])},
+    # 128x256 tiles in column halves: dense with partial m-, n- and k-blocks on 2 CTAs; contiguous through the ring
+    # from every stage (16 k-blocks in 3 stages) over segments spanning tiles, padding and a last n-tile of 88 columns
+    {"name": "edge dense column halves (128x256, M=300, N=600, K=1040, 2 CTAs)", "layout": "normal", "m": 300,
+     "n": 600, "k": 1040, "force": (128, 256), "num_sms": 2, "a_scale": "aligned"},
+    {"name": "edge contiguous column halves from every stage (128x256, K=2048, 2 CTAs)", "layout": "contiguous",
+     "groups": 3, "n": 600, "k": 2048, "force": (128, 256), "num_sms": 2, "a_scale": "aligned",
+     "m_indices": contiguous_ids([(0, 64), (2, 100), (-1, 28), (1, 768), (-1, 64), (2, 256)])},
     # 128x128 tiles on 8 CTAs, 5 n-blocks: the last group's 20-row block goes last and its tiles are split
     {"name": "edge masked light last blocks go last, split (128x128, K=1024, 8 CTAs)", "layout": "masked",
      "groups": 3, "max_m": 300, "n": 640, "k": 1024, "masked_m": [300, 0, 20], "expected_m": 256,
