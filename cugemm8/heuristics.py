@@ -49,11 +49,12 @@ CONTIGUOUS_RATE_TIE = 0.02
 # Contiguous, small experts (PREFILL_EXPERT_ROWS to SHARE_B_ROWS rows on average), at least SHARE_B_GROUPS of them,
 # K >= SHARE_B_K, bf16 output: each expert's B serves few rows, and CTA pairs sharing it (KernelConfig.share_b) read
 # it once for two m-blocks. 128x192 pairs were the fastest tile on all 9 such shapes of two H200 sweeps (1.05x single
-# 128x192, geometric mean, 1.01x at least); elsewhere pairs cost 3% (bench/results/v27, NOTES.md v27).
+# 128x192, geometric mean, 1.01x at least); elsewhere pairs cost 3% (bench/results/v27, NOTES.md v27). 128x256 pairs
+# (column halves) took 0.94-0.98x 128x192 pairs' time on 8 of the 9, 1.02x on the ninth (bench/results/v39).
 SHARE_B_ROWS = 512
 SHARE_B_GROUPS = 16
 SHARE_B_K = 4096
-SHARE_B_BLOCK_N = 192
+SHARE_B_BLOCK_N = 256
 WIDE_ROWS = 2048                 # rows per group from which a grouped layout uses 256-row tiles:
                                  # contiguous, the mean per expert (a tile spanning two experts costs
                                  # about one more pass); masked, the expected count (a group's last
@@ -244,10 +245,10 @@ def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, bloc
     if col_halves is None:  # a 128x256 tile is only ever computed in column halves (registers)
         col_halves = 2 if (block_m, block_n) == (128, 256) else 1
     if col_halves != 1 and not (col_halves == 2 and can_halve(layout, block_m, block_n, out_format)
-                                and split_k == 1 and cluster == 1):
+                                and split_k == 1 and (cluster == 1 or share_b)):
         raise ValueError(f"col_halves={col_halves} needs 2, the normal or contiguous layout, a 128x256 tile, bf16 "
-                         f"output, no split "
-                         f"or multicast; got {layout}, {block_m}x{block_n}, {out_format}, split_k={split_k}, "
+                         f"output, no split, no pairs but pairs sharing B; got {layout}, {block_m}x{block_n}, "
+                         f"{out_format}, split_k={split_k}, "
                          f"cluster={cluster}")
     if tail_split is None:
         tail_split = cluster == 1 and split_k == 1 and tail_split_for(layout, block_n, k)

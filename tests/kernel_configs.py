@@ -36,7 +36,8 @@ SPLIT_AT_MIDDLE_EXPLICIT = [heuristics.make_config("contiguous", 2 * bn + 40, 64
     for fmt in ("float8_e4m3", "float8_e4m3_ue8m0")]
 # CTA pairs sharing B (tests/gpu/test_contiguous.py::test_contiguous_pairs_sharing_b).
 SHARE_B_EXPLICIT = [heuristics.make_config("contiguous", n, k, 5, 128, bn, cluster=2, share_b=True)
-                    for bn, n, k in ((192, 400, 384), (160, 688, 640), (128, 256, 2048), (144, 1200, 384))]
+                    for bn, n, k in ((192, 400, 384), (160, 688, 640), (128, 256, 2048), (144, 1200, 384),
+                                     (256, 600, 640))]
 
 SPLIT_EXPLICIT = [heuristics.make_config("masked", bn, k, 3, bm, bn, tail_split=True)
                   for bm, bn, k in ((128, 128, 1024), (256, 128, 384), (64, 64, 256), (128, 144, 640))]

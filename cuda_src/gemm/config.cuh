@@ -120,9 +120,9 @@ struct GemmConfig {
                   "BLOCK_M must be 64 x the math warpgroups x their slabs");
     static_assert(kColHalves == 1 || (kColHalves == 2 && kBlockM == 128 && kBlockN == 256 && kNumMathWG == 2 &&
                                       (kLayout == Layout::kNormal || kLayout == Layout::kContiguous) &&
-                                      kOutFormat == OutFormat::kBf16 && kSplits == 1 && kMulticast == 1),
+                                      kOutFormat == OutFormat::kBf16 && kSplits == 1 && (kMulticast == 1 || kShareB)),
                   "column halves: 128x256 tiles of two math warpgroups, the normal or contiguous layout, bf16 output, "
-                  "unsplit, no multicast");
+                  "unsplit, no multicast but pairs sharing B");
     static_assert(kSlabsPerTile <= 4, "the contiguous pass bookkeeping packs 2 bits per slab");
     static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N must be a multiple of 8 in [8, 256]");
     static_assert(kBlockN <= 128 || kRowScalesB || (128 % (kBlockN - 128)) == 0,

@@ -121,6 +121,6 @@ def test_contiguous_tiles_split_at_the_middle(bn, grid):
 # other's extra ones. The segments give every case (two-pass tiles beside one-pass ones, padding, experts past the last,
 # an odd last m-block whose peer is past M: 17 m-blocks); a grid of one pair walks them all through one ring.
 @pytest.mark.parametrize("bn, n, k, grid", [(192, 400, 384, None), (160, 688, 640, 2), (128, 256, 2048, 2),
-                                            (144, 1200, 384, None)])
+                                            (144, 1200, 384, None), (256, 600, 640, 2)])
 def test_contiguous_pairs_sharing_b(bn, n, k, grid):
     _check_contiguous_segments(128, bn, n, k, grid=grid, more=[(1, 1024), (4, 256)], share_b=True)
