@@ -50,8 +50,6 @@ def config_type(cfg: KernelConfig) -> str:
               cfg.record_slots, cfg.split_k, "true" if cfg.stream_b else "false"]
     if cfg.wgrad:  # FP32 added into D, with 1x128 B scales (and K at run time: k == 0)
         params += ["cg8::OutFormat::kF32Add", "cg8::ScaleB::kRow", cfg.d_atoms]
-        if cfg.col_halves > 1:  # (the group and pair parameters at their defaults)
-            params += [1, "false", cfg.col_halves]
     elif cfg.out_fp8 or cfg.share_b or cfg.col_halves > 1:  # the defaults are left out, so older sources (and
         params.append(_OUT_FORMATS[cfg.out_format])           # cache keys) read as before
         if cfg.group_ctas > 1 or cfg.share_b or cfg.col_halves > 1:  # (the parameters before them at their defaults)

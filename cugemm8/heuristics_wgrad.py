@@ -57,8 +57,7 @@ def make_config(layout: str, n: int, num_groups: int, block_m: int, block_n: int
     stages = stages or next((s for s in range(MAX_STAGES, 0, -1) if fits(s, d_atoms)), 0)
     return KernelConfig(layout=layout, n=n, k=0, num_groups=num_groups, block_m=block_m, block_n=block_n,
                         stages=stages, num_math_wg=block_m // 64, swizzle_d=swizzle,
-                        out_format=WGRAD_OUT, d_atoms=d_atoms,
-                        col_halves=2 if (block_m, block_n) == (128, 256) else 1)  # 128x256: column halves
+                        out_format=WGRAD_OUT, d_atoms=d_atoms)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -119,12 +119,10 @@ struct GemmConfig {
     static_assert(kBlockM % kSlabRows == 0 && kSlabsPerTile % kNumMathWG == 0 && kSlabsPerWG >= 1,
                   "BLOCK_M must be 64 x the math warpgroups x their slabs");
     static_assert(kColHalves == 1 || (kColHalves == 2 && kBlockM == 128 && kBlockN == 256 && kNumMathWG == 2 &&
-                                      (kOutFormat == OutFormat::kF32Add ||
-                                       ((kLayout == Layout::kNormal || kLayout == Layout::kContiguous) &&
-                                        kOutFormat == OutFormat::kBf16)) &&
-                                      kSplits == 1 && (kMulticast == 1 || kShareB)),
-                  "column halves: 128x256 tiles of two math warpgroups, the normal or contiguous layout with bf16 "
-                  "output or the weight gradient, unsplit, no multicast but pairs sharing B");
+                                      (kLayout == Layout::kNormal || kLayout == Layout::kContiguous) &&
+                                      kOutFormat == OutFormat::kBf16 && kSplits == 1 && (kMulticast == 1 || kShareB)),
+                  "column halves: 128x256 tiles of two math warpgroups, the normal or contiguous layout, bf16 output, "
+                  "unsplit, no multicast but pairs sharing B");
     static_assert(kSlabsPerTile <= 4, "the contiguous pass bookkeeping packs 2 bits per slab");
     static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N must be a multiple of 8 in [8, 256]");
     static_assert(kBlockN <= 128 || kRowScalesB || (128 % (kBlockN - 128)) == 0,
@@ -155,7 +153,7 @@ struct GemmConfig {
     // per warpgroup (registers: sums, one accumulator, B's column scales), unsplit and without multicast.
     static_assert(kRowScalesB == kOutF32 && kRowScalesB == kRuntimeK && ((kLayout == Layout::kKGrouped) <= kRuntimeK),
                   "1x128 B scales, K at run time and FP32 output make the weight gradient, and only they");
-    static_assert(!kRowScalesB || (kSlabsPerTile == kNumMathWG && kSplits == 1 && kMulticast == 1 && kSwizzleD != 0),
+    static_assert(!kRowScalesB || (kSlabsPerWG == 1 && kSplits == 1 && kMulticast == 1 && kSwizzleD != 0),
                   "the weight gradient needs one slab per math warpgroup, no split or multicast and a swizzled "
                   "output tile");
     static_assert(kTileAtoms == kNumAtoms || (kOutF32 && kTileAtoms >= 2 && kTileAtoms < kNumAtoms),

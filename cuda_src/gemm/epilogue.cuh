@@ -185,19 +185,17 @@ struct Epilogue {
                                                            const uint8_t* tile, bool store_thread, uint32_t n0,
                                                            uint32_t row0, uint32_t group, uint32_t wg, uint32_t warp,
                                                            uint32_t lane) {
-        static_assert(kSlabs == Cfg::kColHalves && Cfg::kAtomCols % 8 == 0 && Cfg::kUnitN % Cfg::kAtomCols == 0,
-                      "one slab per warpgroup (its column halves), whole fragments per atom, whole atoms per half");
+        static_assert(kSlabs == 1 && Cfg::kAtomCols % 8 == 0, "one slab per warpgroup, whole fragments per atom");
         constexpr uint32_t kBuffers = Cfg::kTileAtoms, kAtomTile = Cfg::kBlockM * Cfg::kAtomBytes;
-        constexpr uint32_t kFragsPerAtom = Cfg::kAtomCols / 8, kAtomsPerUnit = Cfg::kUnitN / Cfg::kAtomCols;
+        constexpr uint32_t kFragsPerAtom = Cfg::kAtomCols / 8;
         const uint32_t row = wg * 64 + warp * 16 + lane / 4;
-        auto write_atom = [&](auto atom) {  // atom j: a compile-time index (the unit's sums are picked by it)
-            constexpr uint32_t j = decltype(atom)::value, w = j / kAtomsPerUnit;
+        auto write_atom = [&](uint32_t j) {
             const uint32_t buffer = base + (j % kBuffers) * kAtomTile;
 #pragma unroll
             for (uint32_t f = 0; f < kFragsPerAtom; ++f) {
-                const uint32_t i = j % kAtomsPerUnit * kFragsPerAtom + f, col = f * 8 + 2 * (lane % 4);
-                st_shared_v2_f32(tile_addr(buffer, row, col), sum[w][i * 4 + 0], sum[w][i * 4 + 1]);
-                st_shared_v2_f32(tile_addr(buffer, row + 8, col), sum[w][i * 4 + 2], sum[w][i * 4 + 3]);
+                const uint32_t i = j * kFragsPerAtom + f, col = f * 8 + 2 * (lane % 4);
+                st_shared_v2_f32(tile_addr(buffer, row, col), sum[0][i * 4 + 0], sum[0][i * 4 + 1]);
+                st_shared_v2_f32(tile_addr(buffer, row + 8, col), sum[0][i * 4 + 2], sum[0][i * 4 + 3]);
             }
         };
         auto reduce_atom = [&](uint32_t j) {
@@ -206,7 +204,8 @@ struct Epilogue {
             bulk_commit_group();
         };
         if constexpr (kBuffers == Cfg::kNumAtoms) {  // the whole tile: one barrier
-            static_for<0, Cfg::kNumAtoms>(write_atom);
+#pragma unroll
+            for (uint32_t j = 0; j < Cfg::kNumAtoms; ++j) write_atom(j);
             fence_proxy_async_smem();
             named_barrier_sync(1, Cfg::kMathThreads);
             if (store_thread)
@@ -216,7 +215,7 @@ struct Epilogue {
         }
         static_for<0, Cfg::kNumAtoms>([&](auto atom) {
             constexpr uint32_t j = atom.value;
-            write_atom(atom);
+            write_atom(j);
             fence_proxy_async_smem();
             // Atoms 0 .. j - 1 are committed; atom j + 1 - kBuffers must have been read.
             if constexpr (j + 1 >= kBuffers && j + 1 < Cfg::kNumAtoms)

@@ -275,10 +275,9 @@ struct MainLoop {
     // scales and B scales (one per column it holds) from the stage, the MMAs, the stage released once they are
     // done, then each column's partial sum scaled by its B scale, then its A scale. The scales are read before
     // the MMAs are issued and applied only to their results: loaded after, ptxas put the products sa * sb
-    // between the wgmmas, so the last wgmma waited for the loads (NOTES.md v23). With column halves, each half
-    // in turn: its MMAs, their wait, its promotion (the second half's scales read after the first's promotion).
+    // between the wgmmas, so the last wgmma waited for the loads (NOTES.md v23).
     __device__ __forceinline__ void row_scales(uint32_t kb_begin, uint32_t kb_end) {
-        static_assert(Cfg::kRowScalesB && kSlabs == Cfg::kColHalves, "row_scales is the weight gradient's loop");
+        static_assert(Cfg::kRowScalesB && kSlabs == 1, "row_scales is the weight gradient's loop");
         const uint32_t row = wg * 64 + warp * 16 + lane / 4;
 #pragma unroll 1
         for (uint32_t kb = kb_begin; kb < kb_end; ++kb) {
@@ -288,30 +287,28 @@ struct MainLoop {
             CG8_MARK_KB(kTraceKbReady, kb);
             const float* sa = sm.sa + st * Cfg::kBlockM;
             const float sa0 = sa[row], sa1 = sa[row + 8];
+            // Columns i * 8 + 2 * (lane % 4) + {0, 1}: one 8-byte load per fragment (the quad's lanes read
+            // 32 consecutive bytes, the other quads the same: one wavefront).
+            const float* sb = sm.sb_rows + st * (SmemLayout<Cfg>::kStageSB / 4) + 2 * (lane % 4);
+            float2 sbc[Cfg::kBlockN / 8];
 #pragma unroll
-            for (uint32_t w = 0; w < kSlabs; ++w) {
-                // Columns unit_col(w) + i * 8 + 2 * (lane % 4) + {0, 1}: one 8-byte load per fragment (the quad's
-                // lanes read 32 consecutive bytes, the other quads the same: one wavefront).
-                const float* sb = sm.sb_rows + st * (SmemLayout<Cfg>::kStageSB / 4) + Cfg::unit_col(w) + 2 * (lane % 4);
-                float2 sbc[Cfg::kUnitN / 8];
+            for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);
+            issue_mma(acc[0], 0, st);
+            wgmma_wait<0>();
+            release(st);
 #pragma unroll
-                for (uint32_t i = 0; i < Cfg::kUnitN / 8; ++i) sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);
-                issue_mma(acc[0], w, st);
-                wgmma_wait<0>();
-                if (w == kSlabs - 1) release(st);
-#pragma unroll
-                for (uint32_t i = 0; i < kFrag; ++i) fence_operand(acc[0][i]);
+            for (uint32_t i = 0; i < kFrag; ++i) fence_operand(acc[0][i]);
 #ifdef CG8_PROBE_NO_PROMOTE  // benchmarks.ablation_probe, wgrad_probe only: one product kept
-                sum[w][0] += sa0 * (sbc[0].x * acc[0][0]);
-                continue;
+            sum[0][0] += sa0 * (sbc[0].x * acc[0][0]);
+            ring.advance();
+            continue;
 #endif
 #pragma unroll
-                for (uint32_t i = 0; i < Cfg::kUnitN / 8; ++i) {
-                    sum[w][i * 4 + 0] += sa0 * (sbc[i].x * acc[0][i * 4 + 0]);
-                    sum[w][i * 4 + 1] += sa0 * (sbc[i].y * acc[0][i * 4 + 1]);
-                    sum[w][i * 4 + 2] += sa1 * (sbc[i].x * acc[0][i * 4 + 2]);
-                    sum[w][i * 4 + 3] += sa1 * (sbc[i].y * acc[0][i * 4 + 3]);
-                }
+            for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) {
+                sum[0][i * 4 + 0] += sa0 * (sbc[i].x * acc[0][i * 4 + 0]);
+                sum[0][i * 4 + 1] += sa0 * (sbc[i].y * acc[0][i * 4 + 1]);
+                sum[0][i * 4 + 2] += sa1 * (sbc[i].x * acc[0][i * 4 + 2]);
+                sum[0][i * 4 + 3] += sa1 * (sbc[i].y * acc[0][i * 4 + 3]);
             }
             ring.advance();
         }
