@@ -31,7 +31,9 @@ def test_config_compiles_with_expected_sass(cfg, compiled):
     text = sass.disassemble(cubin)
     ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)", text)
     names = {op.split(".")[0] for op in ops}
-    assert any(op.startswith("QGMMA.64x%dx32.F32.E4M3.E4M3" % cfg.block_n) for op in ops), "no FP8 wgmma"
+    # (column halves: one 128-wide chain per half)
+    assert any(op.startswith("QGMMA.64x%dx32.F32.E4M3.E4M3" % (cfg.block_n // cfg.col_halves)) for op in ops), \
+        "no FP8 wgmma"
     assert "USETMAXREG" in names, "setmaxnreg missing"
     assert "UTMALDG" in names, "TMA loads missing"
     # Decode configurations load B with an L2 cache policy (evict-first); no other load carries one.
