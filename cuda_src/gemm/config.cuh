@@ -85,9 +85,9 @@ struct GemmConfig {
 
     // ------------------------------------------------------------------ tiles
     static constexpr uint32_t kSlabsPerTile = kBlockM / kSlabRows;  // 64-row slabs of a tile
-    // A unit: one slab's rows by kUnitN columns, one MMA chain. A math warpgroup computes kSlabsPerWG of them.
+    // A unit: one slab's rows by kUnitN columns, one MMA chain. A math warpgroup computes kUnitsPerWG of them.
     static constexpr uint32_t kUnitN = kBlockN / kColHalves;
-    static constexpr uint32_t kSlabsPerWG = kSlabsPerTile / kNumMathWG * kColHalves;
+    static constexpr uint32_t kUnitsPerWG = kSlabsPerTile / kNumMathWG * kColHalves;
     // The slab (64-row block of the tile) of math warpgroup wg's w-th unit: interleaved, so that each pass of a
     // contiguous tile split between two experts at its middle has work for both warpgroups (NOTES.md v27).
     __host__ __device__ static constexpr uint32_t slab(uint32_t wg, uint32_t w) { return w / kColHalves * kNumMathWG + wg; }
@@ -104,7 +104,7 @@ struct GemmConfig {
     // Two accumulator sets (the MMA of one k-block overlaps the promotion of the previous) where
     // registers allow: one slab per warpgroup and 3 x kBlockN/2 live FP32 registers. B's per-column scales
     // (kBlockN/4 registers) leave room for one set only.
-    static constexpr uint32_t kAccSets = (kSlabsPerWG == 1 && kBlockN <= 128 && !kRowScalesB) ? 2 : 1;
+    static constexpr uint32_t kAccSets = (kUnitsPerWG == 1 && kBlockN <= 128 && !kRowScalesB) ? 2 : 1;
 
     // ------------------------------------------------------------------ output tile in shared memory
     // kBlockN columns split into atoms of kAtomBytes per row (the TMA swizzle span), each atom kBlockM
@@ -116,7 +116,7 @@ struct GemmConfig {
     // fewer, filled in turn while TMA adds the others into D, to leave shared memory to the stage ring.
     static constexpr uint32_t kTileAtoms = kTileAtoms_ == 0 ? kNumAtoms : kTileAtoms_;
 
-    static_assert(kBlockM % kSlabRows == 0 && kSlabsPerTile % kNumMathWG == 0 && kSlabsPerWG >= 1,
+    static_assert(kBlockM % kSlabRows == 0 && kSlabsPerTile % kNumMathWG == 0 && kUnitsPerWG >= 1,
                   "BLOCK_M must be 64 x the math warpgroups x their slabs");
     static_assert(kColHalves == 1 || (kColHalves == 2 && kBlockM == 128 && kBlockN == 256 && kNumMathWG == 2 &&
                                       (kLayout == Layout::kNormal || kLayout == Layout::kContiguous) &&
@@ -153,7 +153,7 @@ struct GemmConfig {
     // per warpgroup (registers: sums, one accumulator, B's column scales), unsplit and without multicast.
     static_assert(kRowScalesB == kOutF32 && kRowScalesB == kRuntimeK && ((kLayout == Layout::kKGrouped) <= kRuntimeK),
                   "1x128 B scales, K at run time and FP32 output make the weight gradient, and only they");
-    static_assert(!kRowScalesB || (kSlabsPerWG == 1 && kSplits == 1 && kMulticast == 1 && kSwizzleD != 0),
+    static_assert(!kRowScalesB || (kUnitsPerWG == 1 && kSplits == 1 && kMulticast == 1 && kSwizzleD != 0),
                   "the weight gradient needs one slab per math warpgroup, no split or multicast and a swizzled "
                   "output tile");
     static_assert(kTileAtoms == kNumAtoms || (kOutF32 && kTileAtoms >= 2 && kTileAtoms < kNumAtoms),

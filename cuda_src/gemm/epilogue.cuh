@@ -16,9 +16,9 @@ namespace cg8 {
 
 template <class Cfg>
 struct Epilogue {
-    static constexpr uint32_t kSlabs = Cfg::kSlabsPerWG;
+    static constexpr uint32_t kUnits = Cfg::kUnitsPerWG;
     static constexpr uint32_t kFrag = Cfg::kUnitN / 2;  // a unit's sums a thread holds
-    using Sums = float[kSlabs][kFrag];
+    using Sums = float[kUnits][kFrag];
 
     // Byte address of output element (row, col) in the swizzled shared-memory tile; the element's 16-byte
     // chunk holds col .. col + 16 / kOutBytes - 1 (col a multiple of that for whole chunks).
@@ -29,10 +29,10 @@ struct Epilogue {
         return base + atom * (Cfg::kBlockM * Cfg::kAtomBytes) + off;
     }
 
-    // Rows whose bit is set in `zero` (bit 2w+h: slab w, row +8h of this thread) come out as zeros.
+    // Rows whose bit is set in `zero` (bit 2w+h: unit w, row +8h of this thread) come out as zeros.
     __device__ __forceinline__ static void zero_rows(Sums& sum, uint32_t zero) {
 #pragma unroll
-        for (uint32_t w = 0; w < kSlabs; ++w) {
+        for (uint32_t w = 0; w < kUnits; ++w) {
             const bool z0 = (zero >> (2 * w)) & 1u, z1 = (zero >> (2 * w + 1)) & 1u;
 #pragma unroll
             for (uint32_t i = 0; i < Cfg::kUnitN / 8; ++i) {
@@ -46,7 +46,7 @@ struct Epilogue {
     __device__ __forceinline__ static void write_tile(const Sums& sum, uint32_t base, uint32_t wg, uint32_t warp,
                                                       uint32_t lane) {
 #pragma unroll
-        for (uint32_t w = 0; w < kSlabs; ++w) {
+        for (uint32_t w = 0; w < kUnits; ++w) {
             const uint32_t row = Cfg::slab(wg, w) * 64 + warp * 16 + (lane / 8 % 2) * 8 + lane % 8;
 #pragma unroll
             for (uint32_t i = 0; i + 1 < Cfg::kUnitN / 8; i += 2) {
@@ -69,7 +69,7 @@ struct Epilogue {
     // The code is straight-line from the sums to the stores (the divisions without their slow-path branch,
     // the exact ones taken by the whole warp in the rare case they are needed), so that ptxas interleaves the
     // rows: with a branch per row the epilogue ran row after row (NOTES.md v24).
-    using RowValues = float[kSlabs][2];  // one per row of this thread: slab w, row half h
+    using RowValues = float[kUnits][2];  // one per row of this thread: unit w, row half h
 
     // The amax of this thread's row (w, h) over fragments kF0 .. kF0 + kFrags - 1 (8 columns each), shared by
     // the quad of lanes holding the row. Two chains, for latency.
@@ -89,7 +89,7 @@ struct Epilogue {
     template <uint32_t kF0, uint32_t kFrags>
     __device__ __forceinline__ static void rows_amax(const Sums& sum, RowValues& amax) {
 #pragma unroll
-        for (uint32_t w = 0; w < kSlabs; ++w)
+        for (uint32_t w = 0; w < kUnits; ++w)
 #pragma unroll
             for (uint32_t h = 0; h < 2; ++h) amax[w][h] = row_amax<kF0, kFrags>(sum, w, h);
     }
@@ -110,17 +110,17 @@ struct Epilogue {
         RowValues s, inv;
         bool fast = true;
 #pragma unroll
-        for (uint32_t w = 0; w < kSlabs; ++w)
+        for (uint32_t w = 0; w < kUnits; ++w)
 #pragma unroll
             for (uint32_t h = 0; h < 2; ++h) fast = fast && e4m3_fast_ok(amax[w][h]);
         if (__all_sync(~0u, fast)) {
 #pragma unroll
-            for (uint32_t w = 0; w < kSlabs; ++w)
+            for (uint32_t w = 0; w < kUnits; ++w)
 #pragma unroll
                 for (uint32_t h = 0; h < 2; ++h) e4m3_scale<kUe8m0, true>(amax[w][h], s[w][h], inv[w][h]);
         } else {
 #pragma unroll
-            for (uint32_t w = 0; w < kSlabs; ++w)
+            for (uint32_t w = 0; w < kUnits; ++w)
 #pragma unroll
                 for (uint32_t h = 0; h < 2; ++h) e4m3_scale<kUe8m0, false>(amax[w][h], s[w][h], inv[w][h]);
         }
@@ -131,7 +131,7 @@ struct Epilogue {
 #pragma unroll
         for (uint32_t c = 0; c < kChunks; ++c) chunk[c] = tile_addr(base, row0, kAtomCol0 + c * 16) + 2 * (lane % 4);
 #pragma unroll
-        for (uint32_t w = 0; w < kSlabs; ++w)
+        for (uint32_t w = 0; w < kUnits; ++w)
 #pragma unroll
             for (uint32_t h = 0; h < 2; ++h)
 #pragma unroll
@@ -140,7 +140,7 @@ struct Epilogue {
                                   f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 2 * h], inv[w][h]),
                                                       __fmul_rn(sum[w][i * 4 + 2 * h + 1], inv[w][h])));
 #pragma unroll
-        for (uint32_t w = 0; w < kSlabs; ++w)
+        for (uint32_t w = 0; w < kUnits; ++w)
 #pragma unroll
             for (uint32_t h = 0; h < 2; ++h) {
                 const uint32_t row = row0 + w * Cfg::kSlabStride + h * 8;
@@ -185,7 +185,7 @@ struct Epilogue {
                                                            const uint8_t* tile, bool store_thread, uint32_t n0,
                                                            uint32_t row0, uint32_t group, uint32_t wg, uint32_t warp,
                                                            uint32_t lane) {
-        static_assert(kSlabs == 1 && Cfg::kAtomCols % 8 == 0, "one slab per warpgroup, whole fragments per atom");
+        static_assert(kUnits == 1 && Cfg::kAtomCols % 8 == 0, "one slab per warpgroup, whole fragments per atom");
         constexpr uint32_t kBuffers = Cfg::kTileAtoms, kAtomTile = Cfg::kBlockM * Cfg::kAtomBytes;
         constexpr uint32_t kFragsPerAtom = Cfg::kAtomCols / 8;
         const uint32_t row = wg * 64 + warp * 16 + lane / 4;

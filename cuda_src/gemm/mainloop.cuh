@@ -14,9 +14,9 @@ namespace cg8 {
 
 template <class Cfg>
 struct MainLoop {
-    static constexpr uint32_t kSlabs = Cfg::kSlabsPerWG;
+    static constexpr uint32_t kUnits = Cfg::kUnitsPerWG;
     static constexpr uint32_t kFrag = Cfg::kUnitN / 2;  // accumulator registers per unit and thread
-    static constexpr uint32_t kAllSlabs = (1u << kSlabs) - 1;
+    static constexpr uint32_t kAllUnits = (1u << kUnits) - 1;
     using Walk = RingWalk<Cfg>;
     // Shared-memory addresses formed from one base that a warp reduction pins in a uniform register
     // (the policy's kPinnedBase; with the ring rounds, pinning moved the descriptors off the uniform
@@ -38,7 +38,7 @@ struct MainLoop {
     // The registers are the math role's locals, lent here: held in a struct, they were allocated differently
     // and the SASS moved away from the pre-split kernel's (NOTES.md v16).
     float (&acc)[2][kFrag];    // tensor-core accumulators (the second set only where kAccSets == 2)
-    float (&sum)[kSlabs][kFrag];  // the promoted FP32 sums of this thread's fragments of the tile
+    float (&sum)[kUnits][kFrag];  // the promoted FP32 sums of this thread's fragments of the tile
     uint32_t smem_base;
     uint32_t smem_a_addr, smem_b_addr, smem_d_addr;
     uint64_t desc_a0, desc_b0;
@@ -48,7 +48,7 @@ struct MainLoop {
     uint32_t wg_mma;
 
     __device__ __forceinline__ MainLoop(const SharedMemory<Cfg>& sm_, RingPosition<Cfg>& ring_, float (&acc_)[2][kFrag],
-                                        float (&sum_)[kSlabs][kFrag], uint32_t wg_, uint32_t tid, uint32_t warp_,
+                                        float (&sum_)[kUnits][kFrag], uint32_t wg_, uint32_t tid, uint32_t warp_,
                                         uint32_t lane_)
         : sm(sm_), ring(ring_), wg(wg_), warp(warp_), lane(lane_), acc(acc_), sum(sum_) {
         smem_base = kPinnedBase ? __reduce_or_sync(~0u, smem_addr(sm.base)) : smem_addr(sm.base);
@@ -68,7 +68,7 @@ struct MainLoop {
 
     __device__ __forceinline__ void clear_sums() {
 #pragma unroll
-        for (uint32_t w = 0; w < kSlabs; ++w)
+        for (uint32_t w = 0; w < kUnits; ++w)
 #pragma unroll
             for (uint32_t i = 0; i < kFrag; ++i) sum[w][i] = 0.f;
     }
@@ -85,7 +85,7 @@ struct MainLoop {
     // Waits for k-block `kb`'s stage `st` and returns its promotion scales for each unit w:
     // {sa(r0) sb0, sa(r1) sb0, sa(r0) sb1, sa(r1) sb1} (r1 = r0 + 8; sb1 for columns past the boundary; with
     // column halves, the second half's unit takes sb1 throughout).
-    __device__ __forceinline__ void wait_stage(uint32_t kb, float (&scale)[kSlabs][4], uint32_t st) const {
+    __device__ __forceinline__ void wait_stage(uint32_t kb, float (&scale)[kUnits][4], uint32_t st) const {
         float sb0, sb1;
         CG8_MARK_KB(kTraceKbWait, kb);
         if constexpr (kPinnedBase) {
@@ -99,7 +99,7 @@ struct MainLoop {
         CG8_MARK_KB(kTraceKbReady, kb);
         const float* sa = sm.sa + st * Cfg::kBlockM;
 #pragma unroll
-        for (uint32_t w = 0; w < kSlabs; ++w) {
+        for (uint32_t w = 0; w < kUnits; ++w) {
             const uint32_t row = Cfg::slab(wg, w) * 64 + warp * 16 + lane / 4;
             float sa0, sa1;
             if constexpr (kPinnedBase) sa0 = ld_shared_f32(shared(sa + row)), sa1 = ld_shared_f32(shared(sa + row + 8));
@@ -162,12 +162,12 @@ struct MainLoop {
     // MMAs fill the tensor cores meanwhile. kEvery: every slab works (else those in `slabs`).
     template <bool kEvery, bool kWhole, class P>
     __device__ __forceinline__ void one_accumulator(const P& p, uint32_t slabs) {
-        const uint32_t last = kEvery ? kSlabs - 1 : 31 - __clz(slabs);
-        float scale[kSlabs][4];
+        const uint32_t last = kEvery ? kUnits - 1 : 31 - __clz(slabs);
+        float scale[kUnits][4];
         auto kblock = [&](uint32_t kb, uint32_t st) {
             wait_stage(kb, scale, st);
 #pragma unroll
-            for (uint32_t w = 0; w < kSlabs; ++w) {
+            for (uint32_t w = 0; w < kUnits; ++w) {
                 if (!kEvery && !((slabs >> w) & 1u)) continue;
                 issue_mma(acc[0], w, st);
                 wgmma_wait<0>();
@@ -235,14 +235,14 @@ struct MainLoop {
     // hidden even when this is the only math warpgroup.
     template <class P>
     __device__ __forceinline__ void two_accumulators(const P& p) {
-        float scale0[kSlabs][4], scale1[kSlabs][4];  // kSlabs == 1 here
+        float scale0[kUnits][4], scale1[kUnits][4];  // kUnits == 1 here
         uint32_t stage0, stage1;
-        auto retire = [&](float (&d)[kFrag], const float (&sc)[kSlabs][4], uint32_t st) {
+        auto retire = [&](float (&d)[kFrag], const float (&sc)[kUnits][4], uint32_t st) {
             release(st);
             promote(sum[0], d, sc[0], p.boundary);
         };
         // Waits for k-block kb's stage, issues its MMAs into `d`, remembers the stage.
-        auto start = [&](uint32_t kb, float (&d)[kFrag], float (&sc)[kSlabs][4], uint32_t& st) {
+        auto start = [&](uint32_t kb, float (&d)[kFrag], float (&sc)[kUnits][4], uint32_t& st) {
             wait_stage(kb, sc, ring.stage);
             issue_mma(d, 0, ring.stage);
             st = ring.stage;
@@ -277,7 +277,7 @@ struct MainLoop {
     // the MMAs are issued and applied only to their results: loaded after, ptxas put the products sa * sb
     // between the wgmmas, so the last wgmma waited for the loads (NOTES.md v23).
     __device__ __forceinline__ void row_scales(uint32_t kb_begin, uint32_t kb_end) {
-        static_assert(Cfg::kRowScalesB && kSlabs == 1, "row_scales is the weight gradient's loop");
+        static_assert(Cfg::kRowScalesB && kUnits == 1, "row_scales is the weight gradient's loop");
         const uint32_t row = wg * 64 + warp * 16 + lane / 4;
 #pragma unroll 1
         for (uint32_t kb = kb_begin; kb < kb_end; ++kb) {

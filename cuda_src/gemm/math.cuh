@@ -50,7 +50,7 @@ struct MathWarpgroups {
     __device__ __forceinline__ void run() {
         Tile t, next_t;
         float acc[2][Loop::kFrag];  // the second set only where kAccSets == 2
-        float sum[Cfg::kSlabsPerWG][Loop::kFrag];
+        float sum[Cfg::kUnitsPerWG][Loop::kFrag];
         Loop loop(sm, ring, acc, sum, wg, tid, warp, lane);
         uint32_t split_phase = 0;  // the parity of this CTA's split tiles so far (their exchange barriers)
         if constexpr (Tiles::kFetchEarly) {
@@ -105,7 +105,7 @@ struct MathWarpgroups {
             const int32_t group = tiles.pass_group(t, pass);
             // Slabs of this warpgroup in the pass. The warp reduction tells ptxas the value is warp-uniform:
             // branches on it then keep the wgmma descriptors on the uniform datapath (NOTES.md v8).
-            const uint32_t slabs = kWhole ? Loop::kAllSlabs : __reduce_or_sync(~0u, tiles.active_slabs(t, pass, wg));
+            const uint32_t slabs = kWhole ? Loop::kAllUnits : __reduce_or_sync(~0u, tiles.active_slabs(t, pass, wg));
             if constexpr (!Cfg::kRowScalesB)  // 1x128 B scales come with each stage instead
                 stage_b_scales<kSplitTile>(first_pass, group, n0, loop.store_thread, first_pass ? staged : nullptr);
             CG8_MARK(kTraceStaged);
@@ -126,7 +126,7 @@ struct MathWarpgroups {
                 with_boundary(n0, [&](auto boundary) {
                     const typename Loop::template Pass<decltype(boundary)> p{kb_begin, kb_end, boundary};
                     if constexpr (Cfg::kAccSets == 1) {
-                        if (slabs == Loop::kAllSlabs) loop.template one_accumulator<true, kWhole>(p, slabs);
+                        if (slabs == Loop::kAllUnits) loop.template one_accumulator<true, kWhole>(p, slabs);
                         else loop.template one_accumulator<false, kWhole>(p, slabs);
                     } else {
                         loop.two_accumulators(p);
@@ -174,7 +174,7 @@ struct MathWarpgroups {
     __device__ __forceinline__ static void with_boundary(uint32_t n0, F&& f) {
         if constexpr (!Cfg::kMayStraddle) {
             f(Const<Cfg::kBlockN>{});
-        } else if constexpr (Cfg::kSlabsPerWG > 1) {
+        } else if constexpr (Cfg::kUnitsPerWG > 1) {
             f(128 - n0 % 128);
         } else {
             constexpr uint32_t kStep = gcd(Cfg::kBlockN, 128u);  // n0 % 128 is a multiple of this

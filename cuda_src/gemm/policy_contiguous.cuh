@@ -16,7 +16,7 @@ struct ContiguousTiles {
     using Tile = cg8::Tile<Cfg>;
     using Records = RecordRing<Cfg>;
     static constexpr uint32_t kSlabs = Cfg::kSlabsPerTile;
-    static constexpr uint32_t kSlabsPerWG = Cfg::kSlabsPerWG;
+    static constexpr uint32_t kUnitsPerWG = Cfg::kUnitsPerWG;
     // Each role fetches its next tile while the current one is in flight: the producer's slab-id loads
     // then cost nothing between tiles.
     static constexpr bool kFetchEarly = true;
@@ -127,7 +127,7 @@ struct ContiguousTiles {
     // thread) or from the tile's record (the math threads).
     template <bool kMath>
     __device__ __forceinline__ void decode(Tile& t) {
-        uint32_t zero_words[2 * kSlabsPerWG];
+        uint32_t zero_words[2 * kUnitsPerWG];
         uint32_t peer_count = 0;  // pairs sharing B: the peer tile's pass count (the math threads': its record's)
         if constexpr (kMath) ring.take(records++, thread_row, t.slab_group, zero_words, peer_count);
         find_passes(t.m_block, t.slab_group, t.passes, t.heads, t.valid);
@@ -144,7 +144,7 @@ struct ContiguousTiles {
         // The math thread's own rows that come out as zeros (an id that is no expert's).
         t.zero = 0;
 #pragma unroll
-        for (uint32_t i = 0; i < 2 * kSlabsPerWG && kMath; ++i) {
+        for (uint32_t i = 0; i < 2 * kUnitsPerWG && kMath; ++i) {
             const uint32_t r = thread_row + Cfg::unit_row(i / 2) + (i % 2) * 8;
             if ((zero_words[i] >> (r % 32)) & 1u) t.zero |= 1u << i;
         }
@@ -168,11 +168,11 @@ struct ContiguousTiles {
     // The expert whose B the pass starting at slab p multiplies with.
     __device__ __forceinline__ int32_t pass_group(const Tile& t, uint32_t p) const { return slab_id(t.slab_group, p); }
 
-    // Slabs (of math warpgroup wg's kSlabsPerWG) that do MMAs in the pass starting at slab p.
+    // Units (bit w: math warpgroup wg's w-th, on slab Cfg::slab(wg, w)) that do MMAs in the pass starting at slab p.
     __device__ __forceinline__ uint32_t active_slabs(const Tile& t, uint32_t p, uint32_t wg) const {
         uint32_t mask = 0;
 #pragma unroll
-        for (uint32_t w = 0; w < kSlabsPerWG; ++w) {
+        for (uint32_t w = 0; w < kUnitsPerWG; ++w) {
             const uint32_t s = Cfg::slab(wg, w);
             if (((t.valid >> s) & 1u) && ((t.heads >> (2 * s)) & 3u) == p) mask |= 1u << w;
         }

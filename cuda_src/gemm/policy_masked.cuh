@@ -17,7 +17,7 @@ struct MaskedTiles {
     static constexpr StageWalk kStageWalk = StageWalk::kRolled;
     // Tiles of one slab per math warpgroup: a slab wholly past its group's valid rows is idle (its
     // warpgroup computes nothing), so a group's last block of at most 64 valid rows is about half a tile.
-    static constexpr bool kIdleSlabs = Cfg::kSlabsPerWG == 1 && Cfg::kNumMathWG == 2;
+    static constexpr bool kIdleSlabs = Cfg::kUnitsPerWG == 1 && Cfg::kNumMathWG == 2;
     // Every group's valid rows (clamped to [0, max_m]), then the running total of tiles up to and
     // including each group: the search in locate().
     static constexpr bool kZeroRows = false;        // zero_rows() may be non-zero
@@ -146,7 +146,7 @@ struct MaskedTiles {
     __device__ __forceinline__ uint32_t sa_row(const Tile& t) const { return uint32_t(t.group) * Cfg::kNumKBlocks; }
     __device__ __forceinline__ int32_t pass_group(const Tile& t, uint32_t) const { return t.group; }
     __device__ __forceinline__ uint32_t active_slabs(const Tile&, uint32_t, uint32_t) const {
-        return (1u << Cfg::kSlabsPerWG) - 1;
+        return (1u << Cfg::kUnitsPerWG) - 1;
     }
     // Whether the slab of math warpgroup `wg` is wholly past the group's valid rows (warp-uniform).
     __device__ __forceinline__ bool slab_idle(const Tile& t, uint32_t wg) const {

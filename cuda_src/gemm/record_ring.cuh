@@ -69,14 +69,14 @@ struct RecordRing {
     // own reads: one arrival per warp after a __syncwarp is as correct, but ptxas drops the warp
     // barrier in converged code, and racecheck then reports the record warp's next write as a race.
     __device__ __forceinline__ void take(uint32_t n, uint32_t thread_row, int32_t (&slab_group)[Cfg::kSlabsPerTile],
-                                         uint32_t (&zero_words)[2 * Cfg::kSlabsPerWG], uint32_t& peer_passes) const {
+                                         uint32_t (&zero_words)[2 * Cfg::kUnitsPerWG], uint32_t& peer_passes) const {
         const uint32_t s = slot(n);
         mbar_wait(&full[s], phase(n));
         const int32_t* record = words + s * kWords;
 #pragma unroll
         for (uint32_t i = 0; i < Cfg::kSlabsPerTile; ++i) slab_group[i] = record[i];
 #pragma unroll
-        for (uint32_t i = 0; i < 2 * Cfg::kSlabsPerWG; ++i)
+        for (uint32_t i = 0; i < 2 * Cfg::kUnitsPerWG; ++i)
             zero_words[i] = uint32_t(record[Cfg::kSlabsPerTile + (thread_row + Cfg::unit_row(i / 2) + (i % 2) * 8) / 32]);
         if constexpr (Cfg::kShareB) peer_passes = uint32_t(record[kWords - 1]);
         mbar_arrive(&empty[s]);

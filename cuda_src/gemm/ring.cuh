@@ -37,7 +37,7 @@ template <class Cfg>
 struct RingWalk {
     static constexpr StageWalk kPreferred = TilePolicy<Cfg>::kStageWalk;
     // (A split tile's k-blocks start anywhere in the ring; with K at run time the count is not known.)
-    static constexpr bool kUnrolled = Cfg::kAccSets == 1 && Cfg::kSlabsPerWG == 2 && Cfg::kMulticast == 1 &&
+    static constexpr bool kUnrolled = Cfg::kAccSets == 1 && Cfg::kUnitsPerWG == 2 && Cfg::kMulticast == 1 &&
                                       Cfg::kSplits == 1 && !Cfg::kRuntimeK;
     static constexpr bool kAlignStages = kUnrolled && kPreferred == StageWalk::kStageAligned &&
                                          (Cfg::kNumKBlocks % Cfg::kStages == 0 || Cfg::kNumKBlocks >= 4 * Cfg::kStages);

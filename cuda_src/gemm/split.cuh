@@ -21,7 +21,7 @@ template <class Cfg>
 struct SplitExchange {
     static constexpr uint32_t kSplits = Cfg::kSplits;
     static constexpr uint32_t kChunkGroups = Cfg::kBlockN / 8 / kSplits;        // 8-column fragments per chunk
-    static constexpr uint32_t kChunkVecs = Cfg::kSlabsPerWG * kChunkGroups;     // a thread's 16-byte vectors per chunk
+    static constexpr uint32_t kChunkVecs = Cfg::kUnitsPerWG * kChunkGroups;     // a thread's 16-byte vectors per chunk
     static constexpr uint32_t kInboxBytes = (kSplits - 1) * kChunkVecs * Cfg::kMathThreads * 16;
     static_assert(kInboxBytes == SmemLayout<Cfg>::kInbox, "the inbox is laid out in smem.cuh");
 
@@ -108,7 +108,7 @@ struct SplitExchange {
     // the result is the same whichever peer answers first. The inbox is reused by the next tile only after
     // its `ready`, which a peer signals after this tile's epilogue.
     template <class Loop>
-    __device__ __forceinline__ static void exchange_amax(Loop& loop, float (&amax)[Cfg::kSlabsPerWG][2],
+    __device__ __forceinline__ static void exchange_amax(Loop& loop, float (&amax)[Cfg::kUnitsPerWG][2],
                                                          uint64_t* ready, float* inbox, uint64_t* amax_received,
                                                          uint32_t rank, uint32_t phase) {
         const uint32_t row0 = Cfg::slab(loop.wg, 0) * 64 + loop.warp * 16 + loop.lane / 4;
@@ -121,7 +121,7 @@ struct SplitExchange {
                 const uint32_t to = map_shared_rank(loop.shared(inbox + q * Cfg::kBlockM), peer);
                 const uint32_t bar = map_shared_rank(loop.shared(amax_received), peer);
 #pragma unroll
-                for (uint32_t w = 0; w < Cfg::kSlabsPerWG; ++w)
+                for (uint32_t w = 0; w < Cfg::kUnitsPerWG; ++w)
 #pragma unroll
                     for (uint32_t h = 0; h < 2; ++h) st_async_f32(to + (row0 + w * Cfg::kSlabStride + h * 8) * 4, amax[w][h], bar);
             }
@@ -130,7 +130,7 @@ struct SplitExchange {
 #pragma unroll
         for (uint32_t q = 0; q + 1 < kPeers; ++q)
 #pragma unroll
-            for (uint32_t w = 0; w < Cfg::kSlabsPerWG; ++w)
+            for (uint32_t w = 0; w < Cfg::kUnitsPerWG; ++w)
 #pragma unroll
                 for (uint32_t h = 0; h < 2; ++h)
                     amax[w][h] = fmaxf(amax[w][h],

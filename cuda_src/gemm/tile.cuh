@@ -20,7 +20,7 @@ struct Tile {
     uint32_t passes;   // bit p: a pass starts at slab p
     uint32_t heads;    // contiguous: 2 bits per slab, the slab its pass starts at
     uint32_t valid;    // contiguous: bit s: slab s has a valid expert
-    uint32_t zero;     // contiguous, math threads: bit 2w+h: this thread's row (slab w, +8h) is no expert's
+    uint32_t zero;     // contiguous, math threads: bit 2w+h: this thread's row (unit w, +8h) is no expert's
     int32_t slab_group[kSlabs];  // contiguous: each slab's expert id (valid slabs only)
     // Pairs sharing B (kShareB): the peer tile's slab ids (the TMA thread's), whether the pair shares this tile's B
     // (both tiles one pass of one expert), and the passes the peer tile has beyond this one's, whose stages this
@@ -74,7 +74,7 @@ struct WholeTiles {
     __device__ __forceinline__ uint32_t a_row(const Tile& t) const { return t.m_block * Cfg::kBlockM; }
     __device__ __forceinline__ uint32_t sa_row(const Tile&) const { return 0u; }
     __device__ __forceinline__ uint32_t active_slabs(const Tile&, uint32_t, uint32_t) const {
-        return (1u << Cfg::kSlabsPerWG) - 1;
+        return (1u << Cfg::kUnitsPerWG) - 1;
     }
     __device__ __forceinline__ bool slab_idle(const Tile&, uint32_t) const { return false; }
     __device__ __forceinline__ uint32_t zero_rows(const Tile&) const { return 0u; }
