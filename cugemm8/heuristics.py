@@ -247,9 +247,8 @@ def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, bloc
     if col_halves != 1 and not (col_halves == 2 and can_halve(layout, block_m, block_n, out_format)
                                 and split_k == 1 and (cluster == 1 or share_b)):
         raise ValueError(f"col_halves={col_halves} needs 2, the normal or contiguous layout, a 128x256 tile, bf16 "
-                         f"output, no split, no pairs but pairs sharing B; got {layout}, {block_m}x{block_n}, "
-                         f"{out_format}, split_k={split_k}, "
-                         f"cluster={cluster}")
+                         f"output, no split and no pairs but pairs sharing B; got {layout}, {block_m}x{block_n}, "
+                         f"{out_format}, split_k={split_k}, cluster={cluster}, share_b={share_b}")
     if tail_split is None:
         tail_split = cluster == 1 and split_k == 1 and tail_split_for(layout, block_n, k)
     stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split,
@@ -330,9 +329,10 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
     rates = prefill_rates(layout, m, num_groups)
     best = None
     timed = []  # with rates: (estimated time, config, tiles) of each candidate
-    # 128x256 in column halves where a rate table has it (can_halve)
-    halves = [(128, 256)] if rates is not None and (128, 256) in rates and can_halve(layout, 128, 256, out_format) else []
-    for bm, bn in [(bm, bn) for bm in block_ms for bn in block_n_candidates(bm)] + halves:
+    tile_shapes = [(bm, bn) for bm in block_ms for bn in block_n_candidates(bm)]
+    if rates is not None and (128, 256) in rates and can_halve(layout, 128, 256, out_format):
+        tile_shapes.append((128, 256))  # in column halves, where a rate table has it
+    for bm, bn in tile_shapes:
         if bm > 64 and m <= 64 and layout != "contiguous":
             continue  # a 64-row block already covers M
         if fp8 and not fp8_out_ok(bn):

@@ -84,6 +84,7 @@ def test_matmul_m_zero():
     sb = cupy.ones((1, 2), cupy.float32)
     assert cugemm8.matmul(a, sa, b, sb).shape == (0, 64)
 
+
 # 128x256 tiles in column halves (KernelConfig.col_halves): each math warpgroup computes both 128-column halves of its
 # 64-row slab, the second half with B's next scale row. B's 128-row blocks at different magnitudes, so that a half
 # scaled by the other's row shows; partial m-, n- (a last tile of 88 columns, past its second half) and k-blocks; a grid

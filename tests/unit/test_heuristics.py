@@ -246,6 +246,25 @@ def test_share_b_needs_what_the_kernel_can_run(kwargs, what):
     assert heuristics.make_config("contiguous", 4096, 7168, 8, 128, 192, cluster=2, share_b=True).share_b
 
 
+@pytest.mark.parametrize("kwargs, what", [(dict(layout="masked"), "masked"),
+                                          (dict(out_format="float8_e4m3"), "float8_e4m3"),
+                                          (dict(split_k=2), "split_k=2"),
+                                          (dict(cluster=2), "cluster=2, share_b=False"),
+                                          (dict(block_n=192, col_halves=2), "128x192"),
+                                          (dict(col_halves=3), "col_halves=3")])
+def test_column_halves_need_what_the_kernel_can_run(kwargs, what):
+    """Column halves (KernelConfig.col_halves): only 128x256 tiles of the normal or contiguous layout with bf16 output,
+    unsplit, single CTAs or pairs sharing B; a 128x256 tile is always computed in them (the register file holds no
+    other); anything else is a ValueError naming what was given, before a kernel is rendered."""
+    args = dict(layout="normal", block_n=256, out_format="bfloat16", split_k=1, cluster=1, col_halves=None) | kwargs
+    with pytest.raises(ValueError, match=what):
+        heuristics.make_config(args["layout"], 4096, 7168, 4, 128, args["block_n"], out_format=args["out_format"],
+                               split_k=args["split_k"], cluster=args["cluster"], col_halves=args["col_halves"])
+    assert heuristics.make_config("normal", 4096, 7168, 1, 128, 256).col_halves == 2
+    assert heuristics.make_config("contiguous", 4096, 7168, 8, 128, 256, cluster=2, share_b=True).col_halves == 2
+    assert heuristics.make_config("normal", 4096, 7168, 1, 128, 192).col_halves == 1
+
+
 def test_no_cta_pairs_on_one_sm():
     # hypothesis found contiguous experts that share B by CTA pairs chosen for a single SM: a grid of 0
     plan = heuristics.choose("contiguous", 4096, 8, 4096, 16, 1)
