@@ -3,7 +3,8 @@
     python -m benchmarks.tile_probe [--out-dtype float8_e4m3] [--shapes 4096x2112x7168,...] [--tiles 256x128,128x128s4]
 
 For each shape: bf16's pick, then each tile (unsplit, the heuristic's stages and grid for it, or the stages a
-trailing `sN` names, at most those that fit) with the output type asked for, the pick marked. Every kernel is
+trailing `sN` names, at most those that fit; `pick` is the heuristic's configuration for the output type; `rN` sets
+the rasterization band to N n-blocks) with the output type asked for, the pick marked. Every kernel is
 compiled first, in parallel (benchmarks.tune.compile_all). Prints the median µs and the time ÷ bf16's pick's; no checks of the results
 (the GPU tier covers every configuration). Questions the heuristic's rules do not measure: NOTES.md v24, v28."""
 from __future__ import annotations
@@ -19,21 +20,28 @@ from .protocol import Timer
 from .tune import compile_all, dense_inputs, provenance_line
 
 
-TILE = re.compile(r"(\d+)x(\d+)(h)?(?:s(\d+))?(?:k(\d))?(c2)?(n)?")
+TILE = re.compile(r"(\d+)x(\d+)(h)?(?:s(\d+))?(?:k(\d))?(?:r(\d+))?(c2)?(n)?")
+PICK = re.compile(r"pick(?:r(\d+))?")
 
 
-def tile_config(tile: str, n: int, k: int, out_dtype: str):
+def tile_config(tile: str, n: int, k: int, out_dtype: str, m: int | None = None):
     """The configuration `tile` names ("BMxBN", "BMxBNsS" with S stages; "128x256h": column halves; "kS": K split over a cluster of S CTAs, B
-    loaded evict-first, as decode picks are, unless a trailing "n" keeps B's default L2 policy; a trailing "c2": CTA
-    pairs sharing A by multicast) for the normal layout at N, K."""
+    loaded evict-first, as decode picks are, unless a trailing "n" keeps B's default L2 policy; "rN": bands of N
+    n-blocks; a trailing "c2": CTA pairs sharing A by multicast; "pick[rN]": the heuristic's at M) for the normal
+    layout at N, K."""
     from cugemm8 import heuristics
 
+    if (match := PICK.fullmatch(tile)) is not None:
+        if m is None:
+            raise SystemExit(f"tile {tile!r}: the pick needs M, and this probe gives none")
+        cfg = heuristics.choose("normal", m, n, k, 1, 132, out_dtype).config
+        return dataclasses.replace(cfg, raster_group=int(match[1])) if match[1] else cfg
     match = TILE.fullmatch(tile)
     if match is None:
-        raise SystemExit(f"tile {tile!r}: expected BMxBN[h][sSTAGES][kSPLIT][c2][n], e.g. 256x128, 128x256h, 128x128s4c2, "
-                         "128x128k2 or 64x128k2n")
-    bm, bn, halves, stages, split, pairs, plain_b = (int(match[1]), int(match[2]), match[3], match[4], match[5],
-                                                     match[6], match[7])
+        raise SystemExit(f"tile {tile!r}: expected BMxBN[h][sSTAGES][kSPLIT][rRASTER][c2][n] or pick[rRASTER], e.g. "
+                         "256x128, 128x256h, 128x128s4c2, 128x128k2, 64x128k2n or pickr16")
+    bm, bn, halves, stages, split, raster, pairs, plain_b = (int(match[1]), int(match[2]), match[3], match[4],
+                                                             match[5], match[6], match[7], match[8])
     if split and (pairs or not heuristics.can_split_k(bn, k, int(split))):
         raise SystemExit(f"{tile}: {bm}x{bn} cannot split K={k} {split} ways" + (" with pairs" if pairs else ""))
     cfg = heuristics.make_config("normal", n, k, 1, bm, bn, cluster=2 if pairs else 1, out_format=out_dtype,
@@ -43,7 +51,7 @@ def tile_config(tile: str, n: int, k: int, out_dtype: str):
         if not 1 <= int(stages) <= cfg.stages:
             raise SystemExit(f"{tile}: {bm}x{bn} holds 1 to {cfg.stages} stages at K={k}")
         cfg = dataclasses.replace(cfg, stages=int(stages))
-    return cfg
+    return dataclasses.replace(cfg, raster_group=int(raster)) if raster else cfg
 
 
 def report(shape: str, times: dict, flops: int, base_of, unit: str) -> None:
@@ -72,7 +80,7 @@ def main(argv=None) -> int:
 
     shapes = [tuple(int(v) for v in shape.split("x")) for shape in args.shapes.split(",")]
     tiles = args.tiles.split(",")
-    configs = {(m, n, k, tile): tile_config(tile, n, k, args.out_dtype) for m, n, k in shapes for tile in tiles}
+    configs = {(m, n, k, tile): tile_config(tile, n, k, args.out_dtype, m) for m, n, k in shapes for tile in tiles}
     picks = {(m, n, k): heuristics.choose("normal", m, n, k, 1, 132) for m, n, k in shapes}
     errors = compile_all([*configs.values(), *(plan.config for plan in picks.values())], os.cpu_count() or 1)
     if errors:
@@ -102,7 +110,8 @@ def main(argv=None) -> int:
             pairs = " pairs" if cfg.cluster > 1 else ""
             split = f" split {cfg.split_k}" if cfg.split_k > 1 else ""
             policy = " B evict-first" if cfg.stream_b else ""
-            name = f"{args.out_dtype} {cfg.block_m}x{cfg.block_n} s{cfg.stages}{split}{pairs}{policy} grid {grid}"
+            raster = f" r{cfg.raster_group}" if cfg.raster_group != heuristics.RASTER_GROUP else ""
+            name = f"{args.out_dtype} {cfg.block_m}x{cfg.block_n} s{cfg.stages}{split}{raster}{pairs}{policy} grid {grid}"
             fns[name + (" (pick)" if cfg == pick.config else "")] = run
         for run in fns.values():
             run()

@@ -6,40 +6,48 @@ interleaved on the same operands (the variants of benchmarks.ablation_probe; wro
 
 - `base`; `no-promote` (one product a k-block kept); `no-loads` (the producer declares each stage full without
   loading it); `mma-only` (both); `no-mma`; `loads-only` (no MMAs, promotion cut: the stage ring's pace alone).
-Tiles are BLOCK_MxBLOCK_N[sSTAGES] (heuristics_wgrad.make_config). NOTES.md v32 has what this measured, and the
+Tiles are BLOCK_MxBLOCK_N[sSTAGES][rRASTER] (heuristics_wgrad.make_config) or pick[rRASTER], with bands of RASTER
+n-blocks. NOTES.md v32 has what this measured, and the
 main-loop forms it timed before they were taken out of the sources (commits 15dbba1 and 1ec97db:
 the two math warpgroups taking turns at the tensor cores, two accumulators a warpgroup, two column-half MMA
 chains)."""
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from .ablation_probe import build_all, probe_args, time_variants
 from .protocol import Timer
 from .tune import provenance_line
 
-TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?")
+TILE = re.compile(r"(?:pick|(\d+)x(\d+)(?:s(\d+))?)(?:r(\d+))?")
 
 
-def tile_config(tile: str, n: int):
+def tile_config(tile: str, n: int, m: int | None = None):
+    """BMxBN[sSTAGES][rRASTER], or pick[rRASTER] (the heuristic's tile at M, N), with bands of RASTER n-blocks."""
     from cugemm8 import heuristics_wgrad
 
     match = TILE.fullmatch(tile)
-    if match is None:
-        raise SystemExit(f"tile {tile!r}: expected BMxBN[sSTAGES], e.g. 128x160 or 128x128s5")
-    return heuristics_wgrad.make_config("normal", n, 1, int(match[1]), int(match[2]), int(match[3] or 0))
+    if match is None or (match[1] is None and m is None):
+        raise SystemExit(f"tile {tile!r}: expected BMxBN[sSTAGES][rRASTER] or pick[rRASTER], e.g. 128x160, "
+                         "128x128s5r16 or pickr16")
+    if match[1] is None:
+        cfg = heuristics_wgrad.choose("normal", m, n, 1, 132).config
+    else:
+        cfg = heuristics_wgrad.make_config("normal", n, 1, int(match[1]), int(match[2]), int(match[3] or 0))
+    return dataclasses.replace(cfg, raster_group=int(match[4])) if match[4] else cfg
 
 
 def main(argv=None) -> int:
     args, shapes, tiles, variants = probe_args(argv, __doc__, "7168x2112x4096,2048x7168x4096,512x32768x4096",
-                                               "128x160,128x128", "BLOCK_MxBLOCK_N[sSTAGES]")
+                                               "128x160,128x128", "BLOCK_MxBLOCK_N[sSTAGES][rRASTER] or pick[rRASTER]")
 
     import cupy
 
     import cugemm8
     from cugemm8 import fp8_gemm
 
-    configs = {(n, tile): tile_config(tile, n) for _, n, _ in shapes for tile in tiles}
+    configs = {(m, n, tile): tile_config(tile, n, m) for m, n, _ in shapes for tile in tiles}
     build_all(configs.values(), variants)
 
     print(provenance_line(), flush=True)
@@ -51,8 +59,8 @@ def main(argv=None) -> int:
         sa, sb = cugemm8.get_col_major_tma_aligned_tensor(sa), cugemm8.get_col_major_tma_aligned_tensor(sb)
         binders = {}
         for tile in tiles:
-            cfg = configs[n, tile]
-            binders[f"{cfg.block_m}x{cfg.block_n} s{cfg.stages}"] = lambda cfg=cfg: fp8_gemm.bind_wgrad(
+            cfg = configs[m, n, tile]
+            binders[f"{cfg.block_m}x{cfg.block_n} s{cfg.stages} r{cfg.raster_group}"] = lambda cfg=cfg: fp8_gemm.bind_wgrad(
                 cfg, a, sa, b, sb, cupy.zeros((m, n), cupy.float32))
         time_variants(timer, (m, n, k), binders, variants, args.reps)
     return 0

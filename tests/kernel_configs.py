@@ -1,6 +1,8 @@
 """The catalog of kernel configurations the CPU tier compiles (and a SASS-digest tool reads): every
 configuration the heuristic picks for the shapes below on each SM count, and the explicit ones the
 GPU tier runs. Also the fixed configurations and FFMA settings of the patch's tests."""
+import dataclasses
+
 from cugemm8 import heuristics, heuristics_wgrad
 
 DENSE = [(m, n, k) for m in (64, 128, 4096)
@@ -47,6 +49,15 @@ SPLIT_K_EXPLICIT = [heuristics.make_config("normal", n, k, 1, bm, bn, split_k=sp
                     for bm, bn, n, k, split in ((64, 64, 200, 1040, 2), (64, 128, 520, 1808, 4), (64, 64, 1000, 7168, 8),
                                                 (128, 32, 96, 528, 4), (64, 16, 8, 256, 2), (128, 192, 304, 3008, 8))]
 
+# The heuristic's 16384-row configurations (bands of WIDE_RASTER_GROUP n-blocks) and theirs at RASTER_GROUP, run on
+# fewer rows (tests/gpu/test_dense.py::test_wide_bands): (M, N, K).
+WIDE_BANDS = ((1000, 7168, 2048), (333, 2112, 7168), (520, 40 * 128 + 72, 640))
+
+
+def wide_band_configs(n: int, k: int) -> tuple:
+    wide = heuristics.choose("normal", 16384, n, k, 1, 132).config
+    return wide, dataclasses.replace(wide, raster_group=heuristics.RASTER_GROUP)
+
 
 def picked_configs():
     configs = set()
@@ -68,6 +79,8 @@ def picked_configs():
     # The masked split last wave at every tile height (tests/gpu/test_masked.py::test_masked_split_last_wave).
     for cfg in SPLIT_EXPLICIT + SPLIT_K_EXPLICIT:
         configs.add(cfg)
+    for _, n, k in WIDE_BANDS:
+        configs.update(wide_band_configs(n, k))
     configs.update(fp8_out_configs())
     return sorted(configs, key=repr)
 

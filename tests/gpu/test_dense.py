@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hopper import requires_hopper
-from kernel_configs import SPLIT_K_EXPLICIT
+from kernel_configs import SPLIT_K_EXPLICIT, WIDE_BANDS, wide_band_configs
 from problems import PROPERTY_SETTINGS, check_against_reference, make_dense, poisoned, quantize
 
 import cugemm8
@@ -104,6 +104,23 @@ def test_column_halves(m, n, k, grid):
     check_against_reference(out, a, sa, b, sb, x, w)
     fp8_gemm.bind(heuristics.make_config("normal", n, k, 1, 128, 128), a, sa, b, sb, ref)()
     assert bool((out.view(cupy.uint16) == ref.view(cupy.uint16)).all()), "not the bits of 128x128 tiles"
+
+
+# ----------------------------------------------------------------------------- wide bands
+@pytest.mark.parametrize("m, n, k", WIDE_BANDS)
+def test_wide_bands(m, n, k):
+    """The heuristic's configuration for 16384 rows (bands of WIDE_RASTER_GROUP n-blocks), run on fewer rows: two
+    bands, the second narrower (N = 7168: 56 n-blocks; 5192: 41, the last partial), one band of 11 (2112, 128x192
+    tiles), partial m- and k-blocks; right, and the bits of RASTER_GROUP's bands."""
+    wide, narrow = wide_band_configs(n, k)
+    assert wide.raster_group == heuristics.WIDE_RASTER_GROUP
+    x, w, a, sa, b, sb = make_dense(m, n, k, seed=m + n + k)
+    sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
+    out, ref = poisoned((m, n)), poisoned((m, n))
+    fp8_gemm.bind(wide, a, sa, b, sb, out)()
+    check_against_reference(out, a, sa, b, sb, x, w)
+    fp8_gemm.bind(narrow, a, sa, b, sb, ref)()
+    assert bool((out.view(cupy.uint16) == ref.view(cupy.uint16)).all()), "not the bits of narrower bands"
 
 
 # ----------------------------------------------------------------------------- TMA multicast

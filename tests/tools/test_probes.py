@@ -21,9 +21,15 @@ def test_tile_names():
     assert (split.split_k, split.stream_b) == (2, True)
     plain_b = tile_config("64x128k2n", 4096, 7168, "float8_e4m3")
     assert (plain_b.split_k, plain_b.stream_b) == (2, False) and plain_b == dataclasses.replace(split, stream_b=False)
+    assert tile_config("256x128s2r16", 4096, 7168, "bfloat16").raster_group == 16
+    pick = heuristics.choose("normal", 16384, 32768, 512, 1, 132).config
+    assert tile_config("pick", 32768, 512, "bfloat16", 16384) == pick
+    assert tile_config("pickr32", 32768, 512, "bfloat16", 16384) == dataclasses.replace(pick, raster_group=32)
+    with pytest.raises(SystemExit, match="needs M"):
+        tile_config("pick", 32768, 512, "bfloat16")
 
 
-@pytest.mark.parametrize("tile", ["256", "256x", "256x128s", "256x128c3", "x128", "256x128 "])
+@pytest.mark.parametrize("tile", ["256", "256x", "256x128s", "256x128c3", "x128", "256x128 ", "pickr", "256x128c2r8"])
 def test_malformed_tile_names_are_refused(tile):
     with pytest.raises(SystemExit, match="expected BMxBN"):
         tile_config(tile, 4096, 7168, "bfloat16")
@@ -74,8 +80,13 @@ def test_wgrad_tile_names():
 
     assert tile_config("128x160", 2112) == heuristics_wgrad.make_config("normal", 2112, 1, 128, 160)
     assert tile_config("128x128s5", 2112).stages == 5
+    assert tile_config("128x128s5r16", 2112).raster_group == 16
+    assert tile_config("pickr32", 2112, 7168) == dataclasses.replace(
+        heuristics_wgrad.choose("normal", 7168, 2112, 1, 132).config, raster_group=32)
     with pytest.raises(SystemExit, match="expected BMxBN"):
         tile_config("128x128k2", 2112)
+    with pytest.raises(SystemExit, match="expected BMxBN"):
+        tile_config("pick", 2112)   # the pick needs M
 
 
 def test_no_promote_takes_the_weight_gradients_promotion_out():
