@@ -15,6 +15,8 @@ stay in L2 when E is small."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
 import statistics
 
 import numpy as np
@@ -22,6 +24,8 @@ import numpy as np
 from . import shapes
 from .env import poison_bf16
 from .protocol import Timer
+
+TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?(p)?")
 
 
 def spanning(idx, block_m: int) -> float:
@@ -53,13 +57,19 @@ def main(argv=None) -> int:
     p.add_argument("--nk", default="5120x8192", help="NxK")
     p.add_argument("--experts", type=int, default=0, help="distinct experts (segment g gets g %% E; 0: --groups)")
     p.add_argument("--layouts", default="1024,896,960,uneven1024", help="comma-separated (see above)")
-    p.add_argument("--tiles", default="256x128,128x192", help="BLOCK_MxBLOCK_N, comma-separated")
+    p.add_argument("--tiles", default="256x128,128x192",
+                   help="BLOCK_MxBLOCK_N[sSTAGES][p], comma-separated (p: CTA pairs sharing B)")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--dense", action="store_true", help="also the dense kernel's pick on the same rows")
     p.add_argument("--check", action="store_true", help="each tile's output compared with the first tile's (bitwise)")
     args = p.parse_args(argv)
     n, k = (int(v) for v in args.nk.split("x"))
-    tiles = [tuple(int(v) for v in t.split("x")) for t in args.tiles.split(",")]
+    tiles = []
+    for tile in args.tiles.split(","):
+        match = TILE.fullmatch(tile)
+        if match is None:
+            p.error(f"--tiles: expected BLOCK_MxBLOCK_N[sSTAGES][p], e.g. 128x256s2p; got {tile!r}")
+        tiles.append((int(match[1]), int(match[2]), int(match[3] or 0), bool(match[4])))
     layouts = {spec: layout_rows(spec, args.groups) for spec in args.layouts.split(",") if spec}
 
     import cupy
@@ -79,25 +89,30 @@ def main(argv=None) -> int:
         sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
         m_indices = cupy.asarray(idx)
         fns, outs = {}, []
-        for bm, bn in tiles:
-            cfg = heuristics.make_config("contiguous", n, k, experts, bm, bn)
+        for bm, bn, stages, pairs in tiles:
+            cfg = heuristics.make_config("contiguous", n, k, experts, bm, bn, cluster=2 if pairs else 1, share_b=pairs)
+            if stages:
+                if stages > cfg.stages:
+                    raise SystemExit(f"{bm}x{bn} holds at most {cfg.stages} stages at K={k}")
+                cfg = dataclasses.replace(cfg, stages=stages)
             out = cupy.empty((m, n), dtype=cugemm8.api.BF16)
             poison_bf16(cupy, out)
             outs.append(out)
             run = fp8_gemm.bind(cfg, a, sa, b, sb, out, layout=m_indices)
-            fns[f"{bm}x{bn} s{cfg.stages}"] = run
+            fns[f"{bm}x{bn} s{cfg.stages}" + (" pairs" if pairs else "")] = run
             run()
         if args.check:
-            for (bm, bn), out in zip(tiles[1:], outs[1:]):
+            for tile, out in zip(args.tiles.split(",")[1:], outs[1:]):
                 same = bool((out.view(cupy.uint16) == outs[0].view(cupy.uint16)).all())
-                print(f"    {bm}x{bn} bitwise equal to {tiles[0][0]}x{tiles[0][1]}: {same}", flush=True)
+                print(f"    {tile} bitwise equal to {args.tiles.split(',')[0]}: {same}", flush=True)
         if args.dense:  # the dense kernel's pick on the same rows, with expert 0's weights
             dense_out = cupy.empty_like(outs[0])
             fns["dense pick"] = lambda: cugemm8.matmul(a, sa, b[0], sb[0], out=dense_out)
             fns["dense pick"]()
         times = timer.interleaved(fns, args.reps, rotate=True)
         base = statistics.median(next(iter(times.values())))
-        spans = ", ".join(f"{bm}-row tiles spanning two experts {spanning(idx, bm):.1%}" for bm in sorted({t[0] for t in tiles}))
+        spans = ", ".join(f"{bm}-row tiles spanning two experts {spanning(idx, bm):.1%}"
+                          for bm in sorted({t[0] for t in tiles}))
         print(f"{args.groups} segments of {experts} experts, layout {name}: {m} rows ({valid} valid), N={n} K={k}; {spans}", flush=True)
         for label, samples in times.items():
             med = statistics.median(samples)

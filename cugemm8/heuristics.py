@@ -17,12 +17,8 @@ MAX_STAGES = 16               # running stage counters: no unrolling cost per st
 RECORD_SLOTS = 4                 # contiguous: tile records the record warp may run ahead (rendered as kRecordSlots)
 FULL_WAVE = 0.8                  # a last wave this full counts as full (tile efficiency matters more)
 RASTER_GROUP = 8                 # n-blocks per rasterization band (8 beat 16: NOTES.md v5)
-# Dense, bf16 output: where one band's output (RASTER_GROUP x BLOCK_N columns of every row) passes more than a third
-# of the L2 through it, A's blocks leave the L2 between bands and come again from DRAM once a band; bands of
-# WIDE_RASTER_GROUP read A 4x less often. 0.90-1.01x the time (0.97x geometric mean) on 17 shapes from M = 12288
-# up, no gain at 8192x32768x512 (a band of 16.8 MB), up to 1.18x slower below it (bench/results/v40, NOTES.md v40).
 L2_BYTES = 50 << 20              # H100 and H200
-WIDE_RASTER_GROUP = 32
+WIDE_RASTER_GROUP = 32           # n-blocks per band where A would come from DRAM once a band (wide_bands)
 LAYOUTS = ("normal", "contiguous", "masked")
 # What D holds (cuda_src/gemm/config.cuh, OutFormat, in this order): bf16, or e4m3 with one float32 scale per
 # row and 128 columns, the scale amax / 448 or that rounded up to a power of two (UE8M0); "float32" is the
@@ -396,11 +392,26 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
                       or (layout == "contiguous" and m <= CONTIGUOUS_M_ALIGNMENT * num_groups))
     if grouped_decode and num_groups * n * k <= GROUPED_STREAM_B_BYTES:
         config = dataclasses.replace(config, stream_b=True)
-    if layout == "normal" and not fp8 and RASTER_GROUP * config.block_n * m * 2 > L2_BYTES // 3:
+    if layout == "normal" and not fp8 and wide_bands(m, n, k, config.block_n):
         # (e4m3 output, half the bytes, measured no faster in wide bands: its epilogue bounds it, NOTES.md v40;
         # the contiguous layout's experts each keep their B tiles in one band already, NOTES.md v27)
         config = dataclasses.replace(config, raster_group=WIDE_RASTER_GROUP)
     return _plan(config, tiles, num_sms)
+
+
+def wide_bands(m: int, n: int, k: int, block_n: int) -> bool:
+    """Whether a dense bf16 GEMM walks its tiles in bands of WIDE_RASTER_GROUP n-blocks rather than RASTER_GROUP.
+    A band's tiles read all of A; A's blocks come from DRAM again in the next band if they left the L2 meanwhile,
+    so fewer bands read A fewer times. That happens (1) where one band's output (RASTER_GROUP x BLOCK_N columns
+    of every row, bf16) passes more than a third of the L2 through it: 0.90-1.01x the time (0.97x geometric mean)
+    on 15 shapes from M = 12288 up, where a band of 16.8 MB (8192x32768x512) gained nothing and below it wide bands
+    lost up to 1.18x; and (2) where A takes more than half the L2 and B at most a third, and all of N fits in one
+    wide band: A streams once past B held in the L2, 0.95x the time at 8192x2112x4096 and 8192x2112x7168 (bands of
+    8 leave a last band one n-block wide there), 0.995-0.998x on the three other such shapes probed
+    (bench/results/v40, NOTES.md v40)."""
+    out_evicts_a = RASTER_GROUP * block_n * m * 2 > L2_BYTES // 3
+    a_streams_once = m * k > L2_BYTES // 2 and n * k <= L2_BYTES // 3 and ceil_div(n, block_n) <= WIDE_RASTER_GROUP
+    return out_evicts_a or a_streams_once
 
 
 # ----------------------------------------------------------------------------- decode-sized M

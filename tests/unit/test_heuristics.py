@@ -162,42 +162,48 @@ def test_uneven_experts_against_measured_sweep():
 
 def _raster_times():
     """bench/results/v40's band-width probes (benchmarks.tile_probe, bf16, the pick at bands of 4, 8, 16 and 32
-    n-blocks, interleaved): per (M, N, K), the median µs at each band width (the later log where both hold a shape)."""
+    n-blocks, or 8, 16 and 32, interleaved): per (M, N, K), the median µs at each band width (the later log where two
+    hold a shape). The first two logs ran a library whose pick had bands of 8; the third's pick line is skipped (its
+    library already had the first rule), its `pickr8` line is there."""
     import re
 
     times = {}
-    for log in ("raster-dense-prefill", "raster-large-m-bf16"):
+    for log, pick_has_8 in (("raster-dense-prefill", True), ("raster-large-m-bf16", True),
+                            ("raster-narrow-n-bf16", False)):
         for line in open(f"bench/results/v40/{log}.log"):
             row = re.match(r"(\d+)x(\d+)x(\d+) (.*?)\s+([\d.]+) us ", line)
-            if row is not None:
-                band = re.search(r" r(\d+) ", row[4] + " ")
-                shape = tuple(int(v) for v in row.groups()[:3])
-                times.setdefault(shape, {})[int(band[1]) if band else heuristics.RASTER_GROUP] = float(row[5])
+            if row is None or (row[4].startswith("bf16 pick") and not pick_has_8):
+                continue
+            band = re.search(r" r(\d+) ", row[4] + " ")
+            shape = tuple(int(v) for v in row.groups()[:3])
+            times.setdefault(shape, {})[int(band[1]) if band else heuristics.RASTER_GROUP] = float(row[5])
     return times
 
 
-def test_wide_bands_where_a_band_outgrows_the_l2():
-    """Dense bf16: bands of WIDE_RASTER_GROUP n-blocks where one band's output passes more than a third of the L2,
-    RASTER_GROUP elsewhere. On the 33 shapes probed (M 2048-32768) the pick's band is within 1.1% of the fastest band
-    wherever the rule moves it (15 shapes, 0.97x RASTER_GROUP's time on their geometric mean, 0.90x at 16384x8192x512),
-    and never more than 1.011x RASTER_GROUP's. Below the threshold wide bands lost up to 1.18x (4096x32768x512); the
-    one shape below it where they won, 8192x2112x7168 (0.93x at 32 n-blocks, 128x128 tiles), is left at 8."""
+def test_wide_bands_where_a_is_read_once_a_band():
+    """Dense bf16: bands of WIDE_RASTER_GROUP n-blocks where A would come from DRAM once a band (heuristics.wide_bands),
+    RASTER_GROUP elsewhere. On the 42 shapes probed (M 2048-32768) the pick's band is within 1.1% of the fastest band
+    wherever the rule moves it (22 shapes, 0.977x RASTER_GROUP's time on their geometric mean, 0.90x at
+    16384x8192x512, 0.95x at 8192x2112x7168), and never more than 1.011x RASTER_GROUP's. Below the first rule's
+    threshold wide bands lost up to 1.18x (4096x32768x512); where B is larger than the second's, 1.013x
+    (8192x2112x16384)."""
     import math
 
     times = _raster_times()
-    assert len(times) == 33
+    assert len(times) == 42
     moved = []
     for (m, n, k), t in times.items():
         cfg = heuristics.choose("normal", m, n, k, 1, 132).config
-        wide = heuristics.RASTER_GROUP * cfg.block_n * m * 2 > heuristics.L2_BYTES // 3
+        wide = heuristics.wide_bands(m, n, k, cfg.block_n)
         assert cfg.raster_group == (heuristics.WIDE_RASTER_GROUP if wide else heuristics.RASTER_GROUP)
         ratio = t[cfg.raster_group] / t[heuristics.RASTER_GROUP]
-        assert ratio <= 1.01, (m, n, k, ratio)
+        assert ratio <= 1.011, (m, n, k, ratio)
         if wide:
             assert t[cfg.raster_group] <= min(t.values()) * 1.011, (m, n, k, t)
             moved.append(ratio)
-    assert len(moved) == 15 and math.exp(sum(map(math.log, moved)) / len(moved)) <= 0.975
-    assert times[4096, 32768, 512][32] / times[4096, 32768, 512][8] > 1.15   # why the threshold is not lower
+    assert len(moved) == 22 and math.exp(sum(map(math.log, moved)) / len(moved)) <= 0.98
+    assert times[4096, 32768, 512][32] / times[4096, 32768, 512][8] > 1.15   # why the first threshold is not lower
+    assert times[8192, 2112, 16384][32] / times[8192, 2112, 16384][8] > 1.01  # why B must be small for the second
     # e4m3 output and the other layouts keep RASTER_GROUP (measured no faster, NOTES.md v40 and v27)
     assert heuristics.choose("normal", 32768, 32768, 512, 1, 132, "float8_e4m3").config.raster_group == 8
     assert heuristics.choose("contiguous", 65536, 7168, 2048, 64, 132).config.raster_group == 8
