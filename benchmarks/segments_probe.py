@@ -25,7 +25,7 @@ from . import shapes
 from .env import poison_bf16
 from .protocol import Timer
 
-TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?(d)?(p)?")
+TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?(p)?")
 
 
 def spanning(idx, block_m: int) -> float:
@@ -58,8 +58,7 @@ def main(argv=None) -> int:
     p.add_argument("--experts", type=int, default=0, help="distinct experts (segment g gets g %% E; 0: --groups)")
     p.add_argument("--layouts", default="1024,896,960,uneven1024", help="comma-separated (see above)")
     p.add_argument("--tiles", default="256x128,128x192",
-                   help="BLOCK_MxBLOCK_N[sSTAGES][d][p], comma-separated (d: 128x256's output tile held by halves; "
-                        "p: CTA pairs sharing B)")
+                   help="BLOCK_MxBLOCK_N[sSTAGES][p], comma-separated (p: CTA pairs sharing B)")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--dense", action="store_true", help="also the dense kernel's pick on the same rows")
     p.add_argument("--check", action="store_true", help="each tile's output compared with the first tile's (bitwise)")
@@ -69,8 +68,8 @@ def main(argv=None) -> int:
     for tile in args.tiles.split(","):
         match = TILE.fullmatch(tile)
         if match is None:
-            p.error(f"--tiles: expected BLOCK_MxBLOCK_N[sSTAGES][d][p], e.g. 128x256s2p or 128x256dp; got {tile!r}")
-        tiles.append((int(match[1]), int(match[2]), int(match[3] or 0), bool(match[4]), bool(match[5])))
+            p.error(f"--tiles: expected BLOCK_MxBLOCK_N[sSTAGES][p], e.g. 128x256s2p; got {tile!r}")
+        tiles.append((int(match[1]), int(match[2]), int(match[3] or 0), bool(match[4])))
     layouts = {spec: layout_rows(spec, args.groups) for spec in args.layouts.split(",") if spec}
 
     import cupy
@@ -90,9 +89,8 @@ def main(argv=None) -> int:
         sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
         m_indices = cupy.asarray(idx)
         fns, outs = {}, []
-        for bm, bn, stages, held, pairs in tiles:
-            cfg = heuristics.make_config("contiguous", n, k, experts, bm, bn, cluster=2 if pairs else 1, share_b=pairs,
-                                         held_by_halves=held)
+        for bm, bn, stages, pairs in tiles:
+            cfg = heuristics.make_config("contiguous", n, k, experts, bm, bn, cluster=2 if pairs else 1, share_b=pairs)
             if stages:
                 if stages > cfg.stages:
                     raise SystemExit(f"{bm}x{bn} holds at most {cfg.stages} stages at K={k}")
@@ -101,7 +99,7 @@ def main(argv=None) -> int:
             poison_bf16(cupy, out)
             outs.append(out)
             run = fp8_gemm.bind(cfg, a, sa, b, sb, out, layout=m_indices)
-            fns[f"{bm}x{bn} s{cfg.stages}" + (" held" if held else "") + (" pairs" if pairs else "")] = run
+            fns[f"{bm}x{bn} s{cfg.stages}" + (" pairs" if pairs else "")] = run
             run()
         if args.check:
             for tile, out in zip(args.tiles.split(",")[1:], outs[1:]):

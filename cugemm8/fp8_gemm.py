@@ -53,7 +53,7 @@ def config_type(cfg: KernelConfig) -> str:
     elif cfg.out_fp8 or cfg.share_b or cfg.col_halves > 1:  # the defaults are left out, so older sources (and
         params.append(_OUT_FORMATS[cfg.out_format])           # cache keys) read as before
         if cfg.group_ctas > 1 or cfg.share_b or cfg.col_halves > 1:  # (the parameters before them at their defaults)
-            params += ["cg8::ScaleB::kBlock", cfg.d_atoms, cfg.group_ctas]
+            params += ["cg8::ScaleB::kBlock", 0, cfg.group_ctas]
         if cfg.share_b or cfg.col_halves > 1:
             params.append("true" if cfg.share_b else "false")
         if cfg.col_halves > 1:

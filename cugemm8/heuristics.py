@@ -83,8 +83,7 @@ class KernelConfig:
     split_k: int = 1    # normal: every tile's k-blocks divided over a cluster of this many CTAs
     stream_b: bool = False  # B's tiles loaded evict-first in L2 (read once: decode-sized M)
     out_format: str = "bfloat16"  # one of OUT_FORMATS
-    d_atoms: int = 0    # atoms of the output tile held in shared memory (0: all): the weight gradient's FP32 tile,
-                        # or one column half's (col_halves, bf16: each half stored before the next is written)
+    d_atoms: int = 0    # the weight gradient: atoms of its FP32 output tile held in shared memory (0: all)
     group_ctas: int = 1  # e4m3 output, normal layout: CTAs of a cluster whose block_n-wide tiles make up one
                          # 128-column scale group and share each row's amax (block_n * group_ctas == 128)
     share_b: bool = False  # contiguous, cluster=2: the pair holds adjacent m-blocks of one n-block and shares
@@ -109,13 +108,7 @@ class KernelConfig:
         if self.wgrad:
             return wgrad_smem_bytes(self.block_m, self.block_n, self.stages, self.k_groups, self.swizzle_d, self.d_atoms)
         return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups, self.tail_split,
-                          self.record_slots, self.split_k, self.out_fp8, self.group_ctas, self.share_b,
-                          self.held_by_halves)
-
-    @property
-    def held_by_halves(self) -> bool:
-        """The output tile held one column half at a time (kHeldByHalves): a tile in column halves with d_atoms."""
-        return self.col_halves > 1 and self.d_atoms > 0
+                          self.record_slots, self.split_k, self.out_fp8, self.group_ctas, self.share_b)
 
     @property
     def cluster_dims(self) -> int:
@@ -164,9 +157,9 @@ def ceil_div(a: int, b: int) -> int:
 
 def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: int = 0,
                tail_split: bool = False, record_slots: int = 0, split_k: int = 1, out_fp8: bool = False,
-               group_ctas: int = 1, share_b: bool = False, held_by_halves: bool = False) -> int:
+               group_ctas: int = 1, share_b: bool = False) -> int:
     """Bytes of the kernel's shared-memory map (cuda_src/gemm/smem.cuh; every rendered kernel asserts the
-    two agree): the D tile (one column half of it, `held_by_halves`), or a split tile's inbox where larger; per stage A, B and A's scales; the
+    two agree): the D tile, or a split tile's inbox where larger; per stage A, B and A's scales; the
     tile's B scales (every k-block, one or two scale rows, 16-byte rounded); the masked layout's rows and
     running tile totals per group, or the contiguous layout's ring of tile records (16-byte rounded; pairs
     sharing B add the peer tile's pass count);
@@ -181,8 +174,7 @@ def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: i
     if record_slots:  # records of one id per 64-row slab and one bit per row, and their barriers
         rows = -(-(record_slots * (block_m // 64 + block_m // 32 + share_b) * 4) // 16) * 16 + record_slots * 16
     amax = (peers - 1) * block_m * 4 + 8 if out_fp8 and peers > 1 else 0
-    d = block_m * block_n * (1 if held_by_halves else 2)
-    return (max(d, inbox) + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16)
+    return (max(block_m * block_n * 2, inbox) + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16)
             + sb + rows + (16 if peers > 1 else 0) + amax)
 
 
@@ -224,11 +216,11 @@ def block_n_candidates(block_m: int) -> list[int]:
 
 def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0, tail_split: bool = False,
             record_slots: int = 0, split_k: int = 1, out_fp8: bool = False, group_ctas: int = 1,
-            share_b: bool = False, held_by_halves: bool = False) -> int:
+            share_b: bool = False) -> int:
     limit = min(MAX_STAGES, max(1, ceil_div(ceil_div(k, BLOCK_K), split_k)))  # a CTA's k-blocks fill the ring
     for s in range(limit, 0, -1):
         if smem_bytes(block_m, block_n, s, k, masked_groups, tail_split, record_slots, split_k,
-                      out_fp8, group_ctas, share_b, held_by_halves) <= SMEM_CAPACITY:
+                      out_fp8, group_ctas, share_b) <= SMEM_CAPACITY:
             return s
     return 0
 
@@ -236,14 +228,13 @@ def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0, tail_spl
 def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, block_n: int,
                 cluster: int = 1, tail_split: bool | None = None, split_k: int = 1,
                 stream_b: bool = False, out_format: str = "bfloat16", group_ctas: int = 1,
-                share_b: bool = False, col_halves: int | None = None, held_by_halves: bool = False) -> KernelConfig:
+                share_b: bool = False, col_halves: int | None = None) -> KernelConfig:
     """The configuration of one tile shape as the heuristic builds it (most stages that fit, one math
     warpgroup per 64-row tile, the widest output swizzle, the masked split where it pays, unless
     `tail_split` says otherwise; never with e4m3 output): for the heuristic itself, and for sweeps and
     tools that name a tile. `group_ctas` > 1 (e4m3 output, normal layout, unsplit): that many CTAs of a
     cluster hold a 128-column scale group's tiles (can_share_group). `share_b` (contiguous, cluster=2): the pair
-    shares B (can_share_b). A 128x256 tile is computed in column halves (`col_halves` 2: can_halve);
-    `held_by_halves` holds one half of its output tile in shared memory at a time, for a stage more."""
+    shares B (can_share_b). A 128x256 tile is computed in column halves (`col_halves` 2: can_halve)."""
     fp8 = out_format != "bfloat16"  # e4m3 output: swizzle of its 1-byte rows
     if group_ctas != 1 and not (fp8 and layout == "normal" and can_share_group(block_n, group_ctas)
                                 and split_k == 1 and cluster == 1):
@@ -260,19 +251,15 @@ def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, bloc
         raise ValueError(f"col_halves={col_halves} needs 2, the normal or contiguous layout, a 128x256 tile, bf16 "
                          f"output, no split and no pairs but pairs sharing B; got {layout}, {block_m}x{block_n}, "
                          f"{out_format}, split_k={split_k}, cluster={cluster}, share_b={share_b}")
-    if held_by_halves and col_halves != 2:
-        raise ValueError(f"held_by_halves needs a tile in column halves (128x256, bf16); got {block_m}x{block_n}, "
-                         f"{out_format}")
     if tail_split is None:
         tail_split = cluster == 1 and split_k == 1 and tail_split_for(layout, block_n, k)
     stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split,
-                     record_slots_for(layout), split_k, fp8, group_ctas, share_b, held_by_halves)
-    swizzle = swizzle_for(block_n, 1 if fp8 else 2)
-    d_atoms = block_n * 2 // swizzle // col_halves if held_by_halves else 0
+                     record_slots_for(layout), split_k, fp8, group_ctas, share_b)
     return KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=block_m, block_n=block_n,
-                        stages=stages, num_math_wg=1 if block_m == 64 else 2, swizzle_d=swizzle, cluster=cluster,
-                        tail_split=tail_split, split_k=split_k, stream_b=stream_b, out_format=out_format,
-                        d_atoms=d_atoms, group_ctas=group_ctas, share_b=share_b, col_halves=col_halves)
+                        stages=stages, num_math_wg=1 if block_m == 64 else 2,
+                        swizzle_d=swizzle_for(block_n, 1 if fp8 else 2), cluster=cluster, tail_split=tail_split,
+                        split_k=split_k, stream_b=stream_b, out_format=out_format, group_ctas=group_ctas,
+                        share_b=share_b, col_halves=col_halves)
 
 
 def can_halve(layout: str, block_m: int, block_n: int, out_format: str) -> bool:

@@ -113,10 +113,8 @@ struct GemmConfig {
     static constexpr uint32_t kAtomCols = kAtomBytes / kOutBytes;
     static constexpr uint32_t kNumAtoms = kBlockN / kAtomCols;
     // Atoms of the output tile that shared memory holds (0: all). The weight gradient's FP32 tile may hold
-    // fewer, filled in turn while TMA adds the others into D, and a tile in column halves one half's atoms, each
-    // half stored before the next is written: both leave shared memory to the stage ring.
+    // fewer, filled in turn while TMA adds the others into D, to leave shared memory to the stage ring.
     static constexpr uint32_t kTileAtoms = kTileAtoms_ == 0 ? kNumAtoms : kTileAtoms_;
-    static constexpr bool kHeldByHalves = !kOutF32 && kTileAtoms < kNumAtoms;
 
     static_assert(kBlockM % kSlabRows == 0 && kSlabsPerTile % kNumMathWG == 0 && kUnitsPerWG >= 1,
                   "BLOCK_M must be 64 x the math warpgroups x their slabs");
@@ -158,10 +156,8 @@ struct GemmConfig {
     static_assert(!kRowScalesB || (kUnitsPerWG == 1 && kSplits == 1 && kMulticast == 1 && kSwizzleD != 0),
                   "the weight gradient needs one slab per math warpgroup, no split or multicast and a swizzled "
                   "output tile");
-    static_assert(kTileAtoms == kNumAtoms || (kOutF32 && kTileAtoms >= 2 && kTileAtoms < kNumAtoms) ||
-                      (kColHalves == 2 && kTileAtoms * kColHalves == kNumAtoms && kSwizzleD != 0),
-                  "only the FP32 output tile may be held in part (at least two atoms of it), or a swizzled tile in "
-                  "column halves one half at a time");
+    static_assert(kTileAtoms == kNumAtoms || (kOutF32 && kTileAtoms >= 2 && kTileAtoms < kNumAtoms),
+                  "only the FP32 output tile may be held in part, at least two atoms of it");
 };
 
 // A typical configuration, for compiling the headers on their own (tests/unit/test_codegen.py).

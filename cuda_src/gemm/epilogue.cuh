@@ -42,18 +42,15 @@ struct Epilogue {
         }
     }
 
-    // This thread's fragments of units kW0 .. kW1 - 1, as bf16, into the output tile at `base`, unit kW0's first
-    // column at the tile's column 0 (all units: the whole tile; one column half: a tile held by halves).
-    template <uint32_t kW0 = 0, uint32_t kW1 = kUnits>
+    // This thread's fragments, as bf16, into the output tile at `base`.
     __device__ __forceinline__ static void write_tile(const Sums& sum, uint32_t base, uint32_t wg, uint32_t warp,
                                                       uint32_t lane) {
 #pragma unroll
-        for (uint32_t w = kW0; w < kW1; ++w) {
+        for (uint32_t w = 0; w < kUnits; ++w) {
             const uint32_t row = Cfg::slab(wg, w) * 64 + warp * 16 + (lane / 8 % 2) * 8 + lane % 8;
-            const uint32_t col0 = Cfg::unit_col(w) - Cfg::unit_col(kW0);
 #pragma unroll
             for (uint32_t i = 0; i + 1 < Cfg::kUnitN / 8; i += 2) {
-                const uint32_t addr = tile_addr(base, row, col0 + (i + lane / 16) * 8);
+                const uint32_t addr = tile_addr(base, row, Cfg::unit_col(w) + (i + lane / 16) * 8);
                 stmatrix_x4(addr, pack_bf16x2(sum[w][i * 4 + 0], sum[w][i * 4 + 1]),
                             pack_bf16x2(sum[w][i * 4 + 2], sum[w][i * 4 + 3]),
                             pack_bf16x2(sum[w][i * 4 + 4], sum[w][i * 4 + 5]),
@@ -61,7 +58,7 @@ struct Epilogue {
             }
             if constexpr ((Cfg::kUnitN / 8) % 2 == 1) {
                 constexpr uint32_t i = Cfg::kUnitN / 8 - 1;
-                const uint32_t addr = tile_addr(base, row, col0 + i * 8);  // lanes 16..31: ignored
+                const uint32_t addr = tile_addr(base, row, Cfg::unit_col(w) + i * 8);  // lanes 16..31: ignored
                 stmatrix_x2(addr, pack_bf16x2(sum[w][i * 4 + 0], sum[w][i * 4 + 1]),
                             pack_bf16x2(sum[w][i * 4 + 2], sum[w][i * 4 + 3]));
             }
@@ -163,8 +160,8 @@ struct Epilogue {
         });
     }
 
-    // The tile held, one TMA store per atom (thread `tid` < kTileAtoms stores atom tid; its first column n0). TMA
-    // clips rows and columns past the tensor's end.
+    // The whole tile, one TMA store per atom (thread `tid` < kNumAtoms stores atom tid). TMA clips rows
+    // and columns past the tensor's end.
     __device__ __forceinline__ static void store_tma(const CUtensorMap& tmap_d, const uint8_t* tile, uint32_t tid,
                                                      bool store_thread, uint32_t n0, uint32_t row0) {
         fence_proxy_async_smem();
@@ -174,24 +171,6 @@ struct Epilogue {
                          int32_t(row0));
             bulk_commit_group();
         }
-    }
-
-    // A tile held by halves (Cfg::kHeldByHalves): each column half written and stored in turn; the second is
-    // written once the store threads saw the first read (the caller's barrier freed the buffer for the first).
-    __device__ __forceinline__ static void write_store_by_halves(const Sums& sum, const CUtensorMap& tmap_d,
-                                                                 uint32_t base, const uint8_t* tile, uint32_t tid,
-                                                                 bool store_thread, uint32_t n0, uint32_t row0,
-                                                                 uint32_t wg, uint32_t warp, uint32_t lane) {
-        static_assert(Cfg::kHeldByHalves && kUnits == Cfg::kColHalves, "one slab per warpgroup, in column halves");
-        static_for<0, Cfg::kColHalves>([&](auto half) {
-            constexpr uint32_t w = half.value;
-            if constexpr (w > 0) {
-                if (store_thread) bulk_wait_group_read();
-                named_barrier_sync(1, Cfg::kMathThreads);
-            }
-            write_tile<w, w + 1>(sum, base, wg, warp, lane);
-            store_tma(tmap_d, tile, tid, store_thread, n0 + Cfg::unit_col(w), row0);
-        });
     }
 
     // The FP32 tile added into D[group] (a 3-D tensor map: [groups][rows][N]) atom by atom, one TMA reduce-add

@@ -56,7 +56,7 @@ struct MainLoop {
         smem_b_addr = shared(sm.b);
         smem_d_addr = shared(sm.d);
         desc_a0 = smem_desc_sw128(smem_a_addr), desc_b0 = smem_desc_sw128(smem_b_addr);
-        store_thread = (wg == 0 && tid < (Cfg::kOutF32 ? 1 : Cfg::kTileAtoms));  // FP32: one issues every atom
+        store_thread = (wg == 0 && tid < (Cfg::kOutF32 ? 1 : Cfg::kNumAtoms));  // FP32: one issues every atom
         wg_mma = Cfg::kUnitN <= 128 ? __shfl_sync(~0u, wg, 0) : wg;
     }
 

@@ -273,13 +273,10 @@ struct MathWarpgroups {
         } else if constexpr (Cfg::kOutF32) {  // added into D (the group's: t.group) by TMA reduce-add
             Out::reduce_tile_f32(loop.sum, tmap_d, loop.smem_d_addr, sm.d, loop.store_thread, n0, row0,
                                  uint32_t(t.group), wg, warp, lane);
-        } else if constexpr (Cfg::kHeldByHalves) {  // (never stored by threads: unsplit, normal or contiguous)
-            Out::write_store_by_halves(loop.sum, tmap_d, loop.smem_d_addr, sm.d, tid, loop.store_thread, n0, row0, wg,
-                                       warp, lane);
         } else {
             Out::write_tile(loop.sum, loop.smem_d_addr, wg, warp, lane);
         }
-        if constexpr (!Cfg::kOutF32 && !Cfg::kHeldByHalves) {
+        if constexpr (!Cfg::kOutF32) {
             const bool by_threads = kSplitTile || (Tiles::kStoresByThreads && tiles.store_by_threads(t));
             if (!by_threads) {
                 Out::store_tma(tmap_d, sm.d, tid, loop.store_thread, n0, row0);

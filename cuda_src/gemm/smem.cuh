@@ -5,8 +5,7 @@
 //   [ D tile | A x stages | B x stages | A scales x stages | B row scales x stages | B scales | row amax inbox
 //     | layout words | barriers ]
 //
-// D: the output tile (TMA-swizzled atoms; bf16-sized for e4m3 too; FP32 for the weight gradient, kTileAtoms of them;
-// one column half's atoms where the tile is held by halves); a split
+// D: the output tile (TMA-swizzled atoms; bf16-sized for e4m3 too; FP32 for the weight gradient, kTileAtoms of them); a split
 // tile's inbox of partial sums (split.cuh) overlays it, and extends it where it is larger.
 // A, B: one 128-deep k-block per stage, 128-byte swizzled as TMA writes them (1024-byte aligned).
 // A scales: kBlockM floats per stage. B row scales (1x128, the weight gradient): kBlockN floats per stage.
@@ -25,8 +24,8 @@ namespace cg8 {
 template <class Cfg>
 struct SmemLayout {
     using Tiles = TilePolicy<Cfg>;
-    static constexpr uint32_t kTileD = Cfg::kOutF32 || Cfg::kHeldByHalves ? Cfg::kBlockM * Cfg::kAtomBytes * Cfg::kTileAtoms
-                                                                          : Cfg::kBlockM * Cfg::kBlockN * 2;
+    static constexpr uint32_t kTileD =
+        Cfg::kOutF32 ? Cfg::kBlockM * Cfg::kAtomBytes * Cfg::kTileAtoms : Cfg::kBlockM * Cfg::kBlockN * 2;
     static constexpr uint32_t kStageA = Cfg::kBlockM * kBlockK;
     static constexpr uint32_t kStageB = Cfg::kBlockN * kBlockK;
     static constexpr uint32_t kStageSA = Cfg::kBlockM * 4;
