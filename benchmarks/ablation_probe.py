@@ -27,14 +27,13 @@ from .tune import dense_inputs, provenance_line
 
 VARIANTS = {"base": (), "no-promote": ("CG8_PROBE_NO_PROMOTE",), "no-loads": ("CG8_PROBE_NO_LOADS",),
             "mma-only": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS"), "no-mma": ("CG8_PROBE_NO_MMA",),
-            "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE"), "reg-a": ("CG8_PROBE_REG_A 4",),
-            "reg-a2": ("CG8_PROBE_REG_A 2",), "reg-a1": ("CG8_PROBE_REG_A 1",)}
+            "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE")}
 _defines: tuple[str, ...] = ()
 
 
 def _with_defines(render):
     def render_probe(cfg):
-        return "".join(f"#define {name}\n" if " " in name else f"#define {name} 1\n" for name in _defines) + render(cfg)
+        return "".join(f"#define {name} 1\n" for name in _defines) + render(cfg)
     return render_probe
 
 

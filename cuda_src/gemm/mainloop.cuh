@@ -9,9 +9,6 @@
 #include "trace.cuh"
 #include "../ptx/cluster.cuh"
 #include "../ptx/wgmma.cuh"
-#ifdef CG8_PROBE_REG_A
-#include "../ptx/wgmma_fp8_rs.cuh"
-#endif
 
 namespace cg8 {
 
@@ -129,37 +126,6 @@ struct MainLoop {
         wgmma_commit();
     }
 
-#ifdef CG8_PROBE_REG_A  // benchmarks.ablation_probe only: column halves with the slab's A fragments in registers
-    // This warp's 16 rows of the warpgroup's slab, the four 32-deep pieces of k-block stage `st`, from the
-    // 128-byte swizzled stage (chunk c of row r at r * 128 + ((c ^ r % 8) * 16)).
-    static constexpr uint32_t kRegSteps = CG8_PROBE_REG_A;  // 32-deep steps whose A comes from registers
-    __device__ __forceinline__ void load_a(uint32_t (&a)[kRegSteps][4], uint32_t st) const {
-        const uint32_t row = warp * 16 + (lane / 8 % 2) * 8 + lane % 8;
-        const uint32_t base = smem_a_addr + st * SmemLayout<Cfg>::kStageA + Cfg::slab(wg, 0) * 64 * kBlockK + row * 128;
-#pragma unroll
-        for (uint32_t k = 0; k < kRegSteps; ++k) ldmatrix_x4(base + (((k * 2 + lane / 16) ^ (lane % 8)) << 4), a[k]);
-    }
-
-    __device__ __forceinline__ void issue_mma_rs(float (&d)[kFrag], uint32_t (&a)[kRegSteps][4], uint32_t w,
-                                                 uint32_t st) const {
-#pragma unroll
-        for (uint32_t i = 0; i < kFrag; ++i) fence_operand(d[i]);
-#pragma unroll
-        for (uint32_t k = 0; k < kRegSteps; ++k)
-#pragma unroll
-            for (uint32_t j = 0; j < 4; ++j) fence_operand_u32(a[k][j]);
-        wgmma_fence();
-        const uint32_t a_off = st * (SmemLayout<Cfg>::kStageA / 16) + Cfg::slab(wg_mma, w) * (64 * kBlockK / 16);
-        const uint32_t b_off = st * (SmemLayout<Cfg>::kStageB / 16) + Cfg::unit_col(w) * (kBlockK / 16);
-#pragma unroll
-        for (uint32_t k = 0; k < kBlockK / 32; ++k) {
-            if (k < kRegSteps) WgmmaFp8Rs128::mma(d, a[k < kRegSteps ? k : 0], smem_desc_add(desc_b0, b_off + k * 2), k);
-            else WgmmaFp8<Cfg::kUnitN>::mma(d, smem_desc_add(desc_a0, a_off + k * 2), smem_desc_add(desc_b0, b_off + k * 2), k);
-        }
-        wgmma_commit();
-    }
-#endif
-
     // Promotion: scale a finished 128-deep partial sum and add it into the FP32 sums.
     template <class Boundary>
     __device__ __forceinline__ void promote(float (&f)[kFrag], float (&d)[kFrag], const float (&sc)[4],
@@ -200,17 +166,9 @@ struct MainLoop {
         float scale[kUnits][4];
         auto kblock = [&](uint32_t kb, uint32_t st) {
             wait_stage(kb, scale, st);
-#ifdef CG8_PROBE_REG_A
-            uint32_t a_frag[kRegSteps][4];
-            if constexpr (Cfg::kColHalves == 2) load_a(a_frag, st);
-#endif
 #pragma unroll
             for (uint32_t w = 0; w < kUnits; ++w) {
                 if (!kEvery && !((slabs >> w) & 1u)) continue;
-#ifdef CG8_PROBE_REG_A
-                if constexpr (Cfg::kColHalves == 2) issue_mma_rs(acc[0], a_frag, w, st);
-                else
-#endif
                 issue_mma(acc[0], w, st);
                 wgmma_wait<0>();
                 if (w == last) release(st);  // the stage is no longer needed: release it before promoting
