@@ -42,7 +42,8 @@ def config_id(c) -> str:
             f"-sw{c.swizzle_d}-c{c.cluster}-t{int(c.tail_split)}"
             + (f"-k{c.split_k}" if getattr(c, "split_k", 1) > 1 else "")
             + ("-ef" if getattr(c, "stream_b", False) else "")
-            + (f"-{c.out_format}" if getattr(c, "out_format", "bfloat16") != "bfloat16" else ""))
+            + (f"-{c.out_format}" if getattr(c, "out_format", "bfloat16") != "bfloat16" else "")
+            + (f"-r{c.raster_group}" if getattr(c, "raster_group", 8) != 8 else ""))
 
 
 def main_loops(listing: str) -> list[int]:
