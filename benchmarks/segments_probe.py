@@ -15,7 +15,6 @@ stay in L2 when E is small."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 import statistics
 
@@ -24,6 +23,7 @@ import numpy as np
 from . import shapes
 from .env import poison_bf16
 from .protocol import Timer
+from .tile_probe import with_stages
 
 TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?(p)?")
 
@@ -89,12 +89,9 @@ def main(argv=None) -> int:
         sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
         m_indices = cupy.asarray(idx)
         fns, outs = {}, []
-        for bm, bn, stages, pairs in tiles:
-            cfg = heuristics.make_config("contiguous", n, k, experts, bm, bn, cluster=2 if pairs else 1, share_b=pairs)
-            if stages:
-                if stages > cfg.stages:
-                    raise SystemExit(f"{bm}x{bn} holds at most {cfg.stages} stages at K={k}")
-                cfg = dataclasses.replace(cfg, stages=stages)
+        for tile, (bm, bn, stages, pairs) in zip(args.tiles.split(","), tiles):
+            cfg = with_stages(heuristics.make_config("contiguous", n, k, experts, bm, bn, cluster=2 if pairs else 1,
+                                                     share_b=pairs), stages, tile, k)
             out = cupy.empty((m, n), dtype=cugemm8.api.BF16)
             poison_bf16(cupy, out)
             outs.append(out)

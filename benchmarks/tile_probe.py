@@ -47,11 +47,17 @@ def tile_config(tile: str, n: int, k: int, out_dtype: str, m: int | None = None)
     cfg = heuristics.make_config("normal", n, k, 1, bm, bn, cluster=2 if pairs else 1, out_format=out_dtype,
                                  col_halves=2 if halves else None,
                                  **({"split_k": int(split), "stream_b": not plain_b} if split else {}))
-    if stages:
-        if not 1 <= int(stages) <= cfg.stages:
-            raise SystemExit(f"{tile}: {bm}x{bn} holds 1 to {cfg.stages} stages at K={k}")
-        cfg = dataclasses.replace(cfg, stages=int(stages))
+    cfg = with_stages(cfg, int(stages or 0), tile, k)
     return dataclasses.replace(cfg, raster_group=int(raster)) if raster else cfg
+
+
+def with_stages(cfg, stages: int, tile: str, k: int):
+    """`cfg` with `stages` stages (0: as built), refused beyond those that fit (the probes' `sN`)."""
+    if not stages:
+        return cfg
+    if not 1 <= stages <= cfg.stages:
+        raise SystemExit(f"{tile}: {cfg.block_m}x{cfg.block_n} holds 1 to {cfg.stages} stages at K={k}")
+    return dataclasses.replace(cfg, stages=stages)
 
 
 def report(shape: str, times: dict, flops: int, base_of, unit: str) -> None:

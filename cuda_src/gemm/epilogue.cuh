@@ -124,7 +124,7 @@ struct Epilogue {
 #pragma unroll
                 for (uint32_t h = 0; h < 2; ++h) e4m3_scale<kUe8m0, false>(amax[w][h], s[w][h], inv[w][h]);
         }
-        // This thread's rows are row0 + kSlabStride w + 8 h: multiples of 8 rows, 256 bytes, past the swizzle's
+        // This thread's rows are row0 + unit_row(w) + 8 h: multiples of 8 rows, 256 bytes, past the swizzle's
         // bits, so each 16-byte chunk of the row lies at the same swizzled place in every one of them.
         const uint32_t row0 = Cfg::slab(wg, 0) * 64 + warp * 16 + lane / 4;
         uint32_t chunk[kChunks];
@@ -136,14 +136,14 @@ struct Epilogue {
             for (uint32_t h = 0; h < 2; ++h)
 #pragma unroll
                 for (uint32_t i = kF0; i < kF0 + kFrags; ++i)
-                    st_shared_u16(chunk[i * 8 % Cfg::kAtomCols / 16] + (w * Cfg::kSlabStride + h * 8) * Cfg::kAtomBytes + (i % 2) * 8,
+                    st_shared_u16(chunk[i * 8 % Cfg::kAtomCols / 16] + (Cfg::unit_row(w) + h * 8) * Cfg::kAtomBytes + (i % 2) * 8,
                                   f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 2 * h], inv[w][h]),
                                                       __fmul_rn(sum[w][i * 4 + 2 * h + 1], inv[w][h])));
 #pragma unroll
         for (uint32_t w = 0; w < kUnits; ++w)
 #pragma unroll
             for (uint32_t h = 0; h < 2; ++h) {
-                const uint32_t row = row0 + w * Cfg::kSlabStride + h * 8;
+                const uint32_t row = row0 + Cfg::unit_row(w) + h * 8;
                 if (lane % 4 == 0 && row < valid) scale[row] = s[w][h];
             }
     }

@@ -123,7 +123,7 @@ struct SplitExchange {
 #pragma unroll
                 for (uint32_t w = 0; w < Cfg::kUnitsPerWG; ++w)
 #pragma unroll
-                    for (uint32_t h = 0; h < 2; ++h) st_async_f32(to + (row0 + w * Cfg::kSlabStride + h * 8) * 4, amax[w][h], bar);
+                    for (uint32_t h = 0; h < 2; ++h) st_async_f32(to + (row0 + Cfg::unit_row(w) + h * 8) * 4, amax[w][h], bar);
             }
         }
         mbar_wait(loop.shared(amax_received), phase);
@@ -134,7 +134,7 @@ struct SplitExchange {
 #pragma unroll
                 for (uint32_t h = 0; h < 2; ++h)
                     amax[w][h] = fmaxf(amax[w][h],
-                                       ld_shared_f32(loop.shared(inbox + q * Cfg::kBlockM + row0 + w * Cfg::kSlabStride + h * 8)));
+                                       ld_shared_f32(loop.shared(inbox + q * Cfg::kBlockM + row0 + Cfg::unit_row(w) + h * 8)));
     }
 };
 
