@@ -17,7 +17,8 @@ MAX_STAGES = 16               # running stage counters: no unrolling cost per st
 RECORD_SLOTS = 4                 # contiguous: tile records the record warp may run ahead (rendered as kRecordSlots)
 FULL_WAVE = 0.8                  # a last wave this full counts as full (tile efficiency matters more)
 RASTER_GROUP = 8                 # n-blocks per rasterization band (8 beat 16: NOTES.md v5)
-L2_BYTES = 50 << 20              # H100 and H200
+L2_BYTES = 50 << 20              # the H100's L2 (the H200 reports 60 MiB): wide_bands' thresholds are fractions
+                                 # of it, fitted on the H200 (NOTES.md v40)
 WIDE_RASTER_GROUP = 32           # n-blocks per band where A would come from DRAM once a band (wide_bands)
 LAYOUTS = ("normal", "contiguous", "masked")
 # What D holds (cuda_src/gemm/config.cuh, OutFormat, in this order): bf16, or e4m3 with one float32 scale per
