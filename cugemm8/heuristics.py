@@ -404,9 +404,9 @@ def wide_bands(m: int, n: int, k: int, block_n: int) -> bool:
     """Whether a dense bf16 GEMM walks its tiles in bands of WIDE_RASTER_GROUP n-blocks rather than RASTER_GROUP.
     A band's tiles read all of A; A's blocks come from DRAM again in the next band if they left the L2 meanwhile,
     so fewer bands read A fewer times. That happens (1) where one band's output (RASTER_GROUP x BLOCK_N columns
-    of every row, bf16) passes more than a third of the L2 through it: 0.90-1.01x the time (0.97x geometric mean)
+    of every row, bf16) is more than a third of L2_BYTES: 0.90-1.01x the time (0.97x geometric mean)
     on 15 shapes from M = 12288 up, where a band of 16.8 MB (8192x32768x512) gained nothing and below it wide bands
-    lost up to 1.18x; and (2) where A takes more than half the L2 and B at most a third, and all of N fits in one
+    lost up to 1.18x; and (2) where A is more than half L2_BYTES and B at most a third, and all of N fits in one
     wide band: A streams once past B held in the L2, 0.95x the time at 8192x2112x4096 and 8192x2112x7168 (bands of
     8 leave a last band one n-block wide there), 0.995-0.998x on the three other such shapes probed
     (bench/results/v40, NOTES.md v40)."""
