@@ -24,14 +24,18 @@ import re
 import sys
 import time
 
+import numpy as np
+
 from . import library
 from .protocol import Timer, paired
-from .shapes import (DECODE_DENSE_SHAPES, DECODE_NARROW_SHAPES, DECODE_QUICK, MASKED_MAX_M, QUICK_SHAPES, TABLES,
-                     Shape, contiguous_m_indices, draw_masked_m, geomean)
+from .shapes import (DECODE_DENSE_SHAPES, DECODE_NARROW_SHAPES, DECODE_QUICK, MASKED_MAX_M, PREFILL_ALIGN,
+                     PREFILL_QUICK, PREFILL_TABLES, QUICK_SHAPES, TABLES, Shape, contiguous_layout,
+                     contiguous_m_indices, draw_masked_m, geomean, uneven_expert_rows)
 
 BASE_ALIAS = "cugemm8_base"
 VARIANTS = ("base", "cur", "base_aa")
-SECTIONS = ("dense", "contiguous", "masked", "decode")   # decode: the dense and narrow decode shapes (M <= 128)
+# decode: the dense and narrow decode shapes (M <= 128); uneven: the prefill section's uneven experts (issue 22)
+SECTIONS = ("dense", "contiguous", "masked", "decode", "uneven")
 DEFAULT_SECTIONS = ("dense", "contiguous", "masked")
 
 
@@ -39,7 +43,14 @@ DEFAULT_SECTIONS = ("dense", "contiguous", "masked")
 def section_shapes(section: str, quick: bool) -> tuple[Shape, ...]:
     if section == "decode":
         return DECODE_QUICK["dense"] + DECODE_QUICK["narrow"] if quick else DECODE_DENSE_SHAPES + DECODE_NARROW_SHAPES
+    if section == "uneven":
+        return PREFILL_QUICK["uneven"] if quick else PREFILL_TABLES["uneven"]
     return QUICK_SHAPES[section] if quick else TABLES[section]
+
+
+def uneven_m_indices(shape: Shape) -> np.ndarray:
+    """The prefill section's m_indices of an uneven shape: its experts' drawn rows, each padded to PREFILL_ALIGN."""
+    return contiguous_layout(uneven_expert_rows(shape.groups, shape.m), PREFILL_ALIGN)[0]
 
 
 def cases(sections=DEFAULT_SECTIONS, quick: bool = False) -> list[Shape]:
@@ -50,6 +61,9 @@ def problem(shape: Shape, align: int) -> tuple:
     """(layout, rows the heuristic sees, groups, A rows) as the API plans the benchmark's call."""
     if shape.kind == "normal":
         return "normal", shape.m, 1, shape.m
+    if shape.kind == "uneven":
+        rows = uneven_m_indices(shape).size
+        return "contiguous", rows, shape.groups, rows
     if shape.kind == "contiguous":
         _, seg = contiguous_m_indices(shape.groups, shape.m, align)
         return "contiguous", shape.groups * seg, shape.groups, shape.groups * seg
@@ -105,6 +119,8 @@ def make_inputs(cp, cg, shape: Shape, a_rows: int, align: int, rng):
     b, sb = cp.stack([p[0] for p in parts]), cp.stack([p[1] for p in parts])
     if shape.kind == "contiguous":
         return a, sa, b, sb, cp.asarray(contiguous_m_indices(g, shape.m, align)[0]), (a_rows, n)
+    if shape.kind == "uneven":
+        return a, sa, b, sb, cp.asarray(uneven_m_indices(shape)), (a_rows, n)
     return a, sa, b, sb, cp.asarray(draw_masked_m(g, shape.m)), (g, a_rows, n)
 
 

@@ -65,6 +65,11 @@ CASES = [
     Case("dense-32768-7168x2048", "normal", (32768,), 7168, 2048),
     Case("contiguous-4x8192-4096x7168", "contiguous", (8192,) * 4, 4096, 7168),
     Case("dense-32768-4096x7168", "normal", (32768,), 4096, 7168),
+    # Large M at the heuristic's pick: does the next tile find its first stages full (issue 22's "no bubbles
+    # between tiles")? With --kblocks, the last tile's first k-block stall against the others' (NOTES.md v41).
+    Case("dense-4096-7168x2048", "normal", (4096,), 7168, 2048),
+    Case("dense-8192-32768x512", "normal", (8192,), 32768, 512),
+    Case("dense-4096-7168x16384", "normal", (4096,), 7168, 16384),
     # Decode-sized M at the heuristic's split K: where a call's fixed cost goes (NOTES.md v17).
     Case("decode-1x2112x7168", "normal", (1,), 2112, 7168),
     Case("decode-64x2112x7168", "normal", (64,), 2112, 7168),

@@ -318,6 +318,7 @@ def bind(cfg: KernelConfig, a, a_scale, b, b_scale, out, *, layout=None, grid: i
                         cupy.cuda.get_current_stream().ptr if stream_ptr is None else stream_ptr, scale_ptr)
 
     run.launcher = launcher
+    run.arrays = (layout, out_scale)  # read by the launch through their pointers only: kept alive with the callable
     return run
 
 
@@ -397,4 +398,5 @@ def bind_wgrad(cfg: KernelConfig, a, a_scale, b, b_scale, out, *, k_sizes=None, 
                         cupy.cuda.get_current_stream().ptr if stream_ptr is None else stream_ptr)
 
     run.launcher = launcher
+    run.arrays = (k_sizes,)  # read by the launch through its pointer only: kept alive with the callable
     return run

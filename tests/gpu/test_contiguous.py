@@ -124,3 +124,24 @@ def test_contiguous_tiles_split_at_the_middle(bn, grid):
                                             (144, 1200, 384, None), (256, 600, 640, 2)])
 def test_contiguous_pairs_sharing_b(bn, n, k, grid):
     _check_contiguous_segments(128, bn, n, k, grid=grid, more=[(1, 1024), (4, 256)], share_b=True)
+
+
+# fp8_gemm.bind's callable launches with m_indices' pointer: it must keep the array alive. Before it did, a layout
+# that only the callable saw was freed, the next allocation of its size took its memory, and the probes timed tiles
+# with no expert (NOTES.md v41). Here the freed block is refilled with -1 before the launch.
+def test_bind_keeps_its_layout_alive():
+    from cugemm8.heuristics import make_config
+
+    rows, n, k = [300, 200, 0, 500], 256, 512
+    x, w, a, sa, b, sb, idx = make_contiguous(rows, n, k, seed=3, align=128)
+    out = poisoned((a.shape[0], n))
+    run = fp8_gemm.bind(make_config("contiguous", n, k, len(rows), 128, 128), a,
+                        cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, out, layout=idx.copy())
+    refill = [cupy.full(idx.shape, -1, dtype=cupy.int32) for _ in range(4)]
+    run()
+    idx_h = cupy.asnumpy(idx)
+    for g in range(len(rows)):
+        sel = cupy.asarray(np.nonzero(idx_h == g)[0])
+        if sel.size:
+            check_against_reference(out[sel], a[sel], sa[sel], b[g], sb[g], x[sel], w[g])
+    del refill
