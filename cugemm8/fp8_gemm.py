@@ -20,7 +20,7 @@ import cupy
 from . import ffma as _ffma
 from . import jit, runtime
 from .ffma import FfmaSettings, FfmaSpec, ffma_settings
-from .heuristics import BLOCK_K, CONTIGUOUS_M_ALIGNMENT, PAIR_UNITS, KernelConfig, grid_for
+from .heuristics import BLOCK_K, CONTIGUOUS_M_ALIGNMENT, KernelConfig, grid_for
 from .layout import get_tma_aligned_size
 
 KERNEL_NAME = "cugemm8_fp8_gemm"
@@ -282,8 +282,6 @@ _MAX_LAUNCHERS = 1024
 def get_launcher(cfg: KernelConfig, device: int, grid: int, rows: int, a_ld: int, b_ld: int, sa_ld: int,
                  d_ld: int, ptrs: tuple[int, int, int, int], ffma: FfmaSpec = None) -> GemmLauncher:
     """The launcher of `cfg` for this geometry, cached (the least recently created goes first)."""
-    if cfg.share_b and -(-rows // cfg.block_m) > 2 * PAIR_UNITS:  # the kernel's pair table holds no more
-        raise ValueError(f"a: pairs sharing B take at most {2 * PAIR_UNITS * cfg.block_m} rows, got {rows}")
     settings = ffma_settings(ffma)
     key = (device, cfg, grid, rows, a_ld, b_ld, sa_ld, d_ld, settings)
     launcher = _launchers.get(key)

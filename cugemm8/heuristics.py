@@ -58,10 +58,6 @@ SHARE_B_ROWS = 512
 SHARE_B_GROUPS = 16
 SHARE_B_K = 4096
 SHARE_B_BLOCK_N = 256
-# Pairs sharing B hold a table of their m-blocks in shared memory, built from m_indices at the kernel's set-up so that
-# two blocks of one expert share a pair wherever they can (policy_contiguous.cuh: kPairUnits, the same bound): at
-# most 2 * PAIR_UNITS blocks of A (131072 rows); 12 bytes a pair of shared memory.
-PAIR_UNITS = 512
 WIDE_ROWS = 2048                 # rows per group from which a grouped layout uses 256-row tiles:
                                  # contiguous, the mean per expert (a tile spanning two experts costs
                                  # about one more pass); masked, the expected count (a group's last
@@ -91,8 +87,8 @@ class KernelConfig:
     d_atoms: int = 0    # the weight gradient: atoms of its FP32 output tile held in shared memory (0: all)
     group_ctas: int = 1  # e4m3 output, normal layout: CTAs of a cluster whose block_n-wide tiles make up one
                          # 128-column scale group and share each row's amax (block_n * group_ctas == 128)
-    share_b: bool = False  # contiguous, cluster=2: the pair holds two m-blocks of one n-block (of one expert where
-                           # the pair table can) and shares each B tile instead of A (where both are one expert's)
+    share_b: bool = False  # contiguous, cluster=2: the pair holds adjacent m-blocks of one n-block and shares
+                           # each B tile instead of A (where both are one expert's)
     col_halves: int = 1  # 2: a 128x256 tile as two 128-column halves of each math warpgroup's slab (can_halve)
 
     @property
@@ -167,7 +163,7 @@ def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: i
     two agree): the D tile, or a split tile's inbox where larger; per stage A, B and A's scales; the
     tile's B scales (every k-block, one or two scale rows, 16-byte rounded); the masked layout's rows and
     running tile totals per group, or the contiguous layout's ring of tile records (16-byte rounded; pairs
-    sharing B add the peer tile's pass count, and their pair table);
+    sharing B add the peer tile's pass count);
     2 barriers a stage, 2 more for split tiles (or CTAs sharing a scale group), 2 per record slot; with
     e4m3 output those add their peers' row amax and its barrier."""
     splits = 2 if tail_split else split_k
@@ -178,7 +174,6 @@ def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: i
     rows = -(-(masked_groups * 8) // 16) * 16
     if record_slots:  # records of one id per 64-row slab and one bit per row, and their barriers
         rows = -(-(record_slots * (block_m // 64 + block_m // 32 + share_b) * 4) // 16) * 16 + record_slots * 16
-        rows += PAIR_UNITS * 12 if share_b else 0  # the pair table and each block's expert
     amax = (peers - 1) * block_m * 4 + 8 if out_fp8 and peers > 1 else 0
     return (max(block_m * block_n * 2, inbox) + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16)
             + sb + rows + (16 if peers > 1 else 0) + amax)
@@ -449,8 +444,7 @@ def prefill_rates(layout: str, m: int, num_groups: int) -> dict | None:
 def shares_b(m: int, k: int, num_groups: int) -> bool:
     """Whether contiguous experts of m rows in all (at least PREFILL_EXPERT_ROWS each on average) take CTA pairs
     sharing B: small experts (SHARE_B_ROWS on average at most), many of them, deep K."""
-    return (m <= SHARE_B_ROWS * num_groups and num_groups >= SHARE_B_GROUPS and k >= SHARE_B_K
-            and ceil_div(m, 128) <= 2 * PAIR_UNITS)
+    return m <= SHARE_B_ROWS * num_groups and num_groups >= SHARE_B_GROUPS and k >= SHARE_B_K
 
 
 def cluster_capacity(split: int, num_sms: int) -> int:

@@ -59,7 +59,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
         __syncthreads();
         if constexpr (Cfg::kExchangeCtas > 1) cluster_sync_relaxed();
     }
-    Tiles::finish_layout(sm.words, m, k);
+    Tiles::finish_layout(sm.words, k);
     const uint32_t cta_rank = Cfg::kClusterDims > 1 ? cluster_ctarank() : 0;
     CG8_MARK(kTraceSetUp);
 

@@ -1,8 +1,7 @@
 // The contiguous layout's tiles: the experts' rows concatenated, each expert's segment starting at a
 // multiple of 64 rows, m_indices giving each row's expert (-1 on padding). Tiles run in the normal
 // raster order; a tile's passes come from its slabs' experts. Pairs sharing B (kShareB) walk pairs of
-// m-blocks in that order, the cluster's CTA of rank r taking pair p's block of rank r from the pair table,
-// which the set-up builds from m_indices so that as many pairs as it can hold two blocks of one expert.
+// m-blocks in that order, the cluster's CTA of rank r taking m-block 2p + r of pair p.
 #pragma once
 #include "tile.cuh"
 #include "record_ring.cuh"
@@ -29,13 +28,9 @@ struct ContiguousTiles {
     static constexpr bool kZeroRows = true;        // zero_rows() may be non-zero
     static constexpr bool kStoresByThreads = false;  // store_by_threads() may be true
     static constexpr bool kScalesPerGroup = false;  // e4m3 output: one block of out_scale
-    static constexpr bool kPairs = Cfg::kShareB;
-    // Pairs sharing B: the pair table (pair p's blocks of rank 0 and 1, as uint16), then each block's expert
-    // (int32; -1 unless the block is one pass of one expert), which only the set-up reads.
-    // heuristics.PAIR_UNITS is the same bound: at most 2 * kPairUnits blocks of A.
-    static constexpr uint32_t kPairUnits = kPairs ? 512 : 0;
-    static constexpr uint32_t kSmemWordBytes = Records::kBytes + kPairUnits * 12;
+    static constexpr uint32_t kSmemWordBytes = Records::kBytes;
     static constexpr uint32_t kRingBarriers = 2 * Records::kSlots;
+    static constexpr bool kPairs = Cfg::kShareB;
 
     uint32_t m;               // rows of A (sum M)
     const int32_t* layout;    // m_indices (global)
@@ -56,86 +51,8 @@ struct ContiguousTiles {
     __device__ __forceinline__ static void init_barriers(uint64_t* ring_barriers) {
         Records(nullptr, ring_barriers).init_barriers();
     }
-    // Pairs sharing B: every thread finds some blocks' experts; then the first warp builds the pair table.
-    __device__ __forceinline__ static void load_layout(const int32_t* m_indices, int32_t* words, uint32_t m, uint32_t) {
-        if constexpr (kPairs) {
-            const uint32_t blocks = (m + Cfg::kBlockM - 1) / Cfg::kBlockM;
-            for (uint32_t b = threadIdx.x; b < blocks; b += Cfg::kThreads) {
-                int32_t ids[kSlabs];
-#pragma unroll
-                for (uint32_t s = 0; s < kSlabs; ++s) ids[s] = __ldg(m_indices + min(b * Cfg::kBlockM + s * 64, m - 1));
-                uint32_t passes, heads, valid;
-                find_passes(m, b, ids, passes, heads, valid);
-                block_experts(words)[b] = __popc(passes) == 1 ? slab_id(ids, __ffs(passes) - 1) : -1;
-            }
-        }
-    }
-    __device__ __forceinline__ static void finish_layout(int32_t* words, uint32_t m, uint32_t) {
-        if constexpr (kPairs) {
-            if (threadIdx.x < 32) build_pairs(words, (m + Cfg::kBlockM - 1) / Cfg::kBlockM, threadIdx.x);
-            __syncthreads();
-        }
-    }
-
-    __device__ __forceinline__ static uint16_t* pair_blocks(int32_t* words, uint32_t rank) {
-        return reinterpret_cast<uint16_t*>(words + Records::kBytes / 4) + rank * kPairUnits;
-    }
-    __device__ __forceinline__ static int32_t* block_experts(int32_t* words) {
-        return words + Records::kBytes / 4 + kPairUnits;  // past the table's 2 x kPairUnits uint16
-    }
-
-    // The pairs, in block order: two consecutive blocks of one expert's run (its 1st and 2nd, 3rd and 4th, ...)
-    // share B; every other block (a run's odd last, a block of several passes or none) pairs with the next such
-    // block, or with none (`blocks`: past M). Pairing by index (2p, 2p + 1) splits every expert whose blocks start
-    // at an odd one (NOTES.md v41). One warp, 32 blocks a step, carrying the pairs opened, the unpaired blocks
-    // seen, the step's last block's expert and run start, and the pair an unpaired block left open.
-    __device__ __forceinline__ static void build_pairs(int32_t* words, uint32_t blocks, uint32_t lane) {
-        const int32_t* expert = block_experts(words);
-        uint16_t* rank0 = pair_blocks(words, 0);
-        uint16_t* rank1 = pair_blocks(words, 1);
-        const uint32_t below = (1u << lane) - 1;
-        uint32_t pairs = 0, singles = 0, run_first = 0, open_pair = 0;
-        int32_t last = -1;
-        for (uint32_t base = 0; base < blocks; base += 32) {
-            const uint32_t b = base + lane;
-            const int32_t e = b < blocks ? expert[b] : -1;
-            const int32_t e_next = b + 1 < blocks ? expert[b + 1] : -1;
-            int32_t e_prev = __shfl_up_sync(~0u, e, 1);
-            if (lane == 0) e_prev = last;
-            uint32_t first = e < 0 || e != e_prev ? b : 0u;  // the block's run begins at the latest head
-#pragma unroll
-            for (uint32_t d = 1; d < 32; d *= 2) {
-                const uint32_t lower = __shfl_up_sync(~0u, first, d);
-                if (lane >= d) first = max(first, lower);
-            }
-            first = max(first, run_first);
-            const bool second = e >= 0 && (b - first) % 2 == 1;
-            const bool shares = e >= 0 && (b - first) % 2 == 0 && e_next == e;
-            const bool single = b < blocks && !second && !shares;
-            const uint32_t single_mask = __ballot_sync(~0u, single);
-            const uint32_t j = singles + __popc(single_mask & below);  // this unpaired block's index
-            const bool opens = shares || (single && j % 2 == 0);
-            const uint32_t open_mask = __ballot_sync(~0u, opens);
-            const uint32_t p = pairs + __popc(open_mask & below);
-            if (opens) {
-                rank0[p] = uint16_t(b);
-                rank1[p] = uint16_t(shares ? b + 1 : blocks);  // an unpaired block's partner may come later
-            }
-            __syncwarp();
-            const uint32_t earlier = single_mask & below;  // the previous unpaired block: this step's, or open_pair
-            const uint32_t p_earlier = __shfl_sync(~0u, p, earlier ? 31 - __clz(earlier) : 0);
-            if (single && j % 2 == 1) rank1[earlier ? p_earlier : open_pair] = uint16_t(b);
-            __syncwarp();
-            if (single_mask != 0) {
-                const uint32_t p_top = __shfl_sync(~0u, p, 31 - __clz(single_mask));
-                if ((singles + __popc(single_mask)) % 2 == 1) open_pair = p_top;
-            }
-            singles += __popc(single_mask);
-            pairs += __popc(open_mask);
-            last = __shfl_sync(~0u, e, 31);
-            run_first = __shfl_sync(~0u, first, 31);
-        }
-    }
+    __device__ __forceinline__ static void load_layout(const int32_t*, int32_t*, uint32_t, uint32_t) {}
+    __device__ __forceinline__ static void finish_layout(int32_t*, uint32_t) {}
 
     // The normal layout's raster walk, written out again: shared through a helper, it moved the normal
     // kernels' code (NOTES.md v16).
@@ -145,9 +62,7 @@ struct ContiguousTiles {
             if (tile_idx / 2 >= pairs * Cfg::kNumNBlocks) return false;
             uint32_t pair;
             raster<Cfg>(tile_idx / 2, pairs, pair, t.n_block);
-            const uint32_t rank = tile_idx % 2;
-            t.m_block = pair_blocks(ring.words, rank)[pair];
-            t.peer_block = pair_blocks(ring.words, rank ^ 1)[pair];
+            t.m_block = 2 * pair + tile_idx % 2;
         } else {
             if (tile_idx >= num_m_blocks * Cfg::kNumNBlocks) return false;
             raster<Cfg>(tile_idx, num_m_blocks, t.m_block, t.n_block);
@@ -162,7 +77,7 @@ struct ContiguousTiles {
 #pragma unroll
             for (uint32_t s = 0; s < kSlabs; ++s) {
                 t.slab_group[s] = __ldg(layout + min(t.m_block * Cfg::kBlockM + s * 64, m - 1));
-                if constexpr (kPairs) t.peer_group[s] = __ldg(layout + min(t.peer_block * Cfg::kBlockM + s * 64, m - 1));
+                if constexpr (kPairs) t.peer_group[s] = __ldg(layout + min((t.m_block ^ 1) * Cfg::kBlockM + s * 64, m - 1));
             }
         }
         tile_idx += gridDim.x;
@@ -182,14 +97,14 @@ struct ContiguousTiles {
     // Pairs sharing B: the peer tile's passes (bit p: a pass starts at slab p), from the ids next() loaded.
     __device__ __forceinline__ uint32_t peer_passes(Tile& t) const {
         uint32_t passes, heads, valid;
-        find_passes(m, t.peer_block, t.peer_group, passes, heads, valid);
+        find_passes(t.m_block ^ 1, t.peer_group, passes, heads, valid);
         return passes;
     }
 
     // The passes (bit p: a pass starts at slab p), each slab's pass head (2 bits a slab) and the valid slabs
     // (bit s) of the tile at m_block whose slabs' expert ids are `ids`; ids of slabs past M become -1.
-    __device__ __forceinline__ static void find_passes(uint32_t m, uint32_t m_block, int32_t (&ids)[kSlabs],
-                                                       uint32_t& passes, uint32_t& heads, uint32_t& valid) {
+    __device__ __forceinline__ void find_passes(uint32_t m_block, int32_t (&ids)[kSlabs], uint32_t& passes,
+                                                uint32_t& heads, uint32_t& valid) const {
         passes = heads = valid = 0;
         int32_t prev = -1;
         uint32_t head = 0;
@@ -215,7 +130,7 @@ struct ContiguousTiles {
         uint32_t zero_words[2 * kUnitsPerWG];
         uint32_t peer_count = 0;  // pairs sharing B: the peer tile's pass count (the math threads': its record's)
         if constexpr (kMath) ring.take(records++, thread_row, t.slab_group, zero_words, peer_count);
-        find_passes(m, t.m_block, t.slab_group, t.passes, t.heads, t.valid);
+        find_passes(t.m_block, t.slab_group, t.passes, t.heads, t.valid);
         if constexpr (kPairs) {
             const uint32_t passes = __popc(t.passes);
             if constexpr (!kMath) {

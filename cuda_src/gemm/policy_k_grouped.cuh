@@ -51,7 +51,7 @@ struct KGroupedTiles : WholeTiles<Cfg> {
     // After it: the groups' k-block ranges (a running sum, by the first warp 32 groups at a time), clamped to
     // the ceil(k / 128) columns of the scale grids so that sizes summing past A's columns read nothing beyond
     // them, and the groups left with k-blocks listed in order.
-    __device__ __forceinline__ static void finish_layout(int32_t* words, uint32_t, uint32_t k) {
+    __device__ __forceinline__ static void finish_layout(int32_t* words, uint32_t k) {
         if (threadIdx.x < 32) {
             const uint32_t lane = threadIdx.x, total = (k + kBlockK - 1) / kBlockK;
             uint32_t begin = 0, count = 0;

@@ -64,7 +64,7 @@ struct MaskedTiles {
     }
 
     // After it: the running tile totals, by the first warp 32 groups at a time.
-    __device__ __forceinline__ static void finish_layout(int32_t* words, uint32_t, uint32_t) {
+    __device__ __forceinline__ static void finish_layout(int32_t* words, uint32_t) {
         if (threadIdx.x < 32) {
             uint32_t total = 0;
             for (uint32_t base = 0; base < kGroups; base += 32) {

@@ -36,7 +36,7 @@ struct NormalTiles : WholeTiles<Cfg> {
     }
 
     __device__ __forceinline__ static void load_layout(const int32_t*, int32_t*, uint32_t, uint32_t) {}
-    __device__ __forceinline__ static void finish_layout(int32_t*, uint32_t, uint32_t) {}
+    __device__ __forceinline__ static void finish_layout(int32_t*, uint32_t) {}
 
     __device__ __forceinline__ bool next(Tile& t) {
         if (tile_idx >= num_m_blocks * kWalkNBlocks) return false;

@@ -26,7 +26,6 @@ struct Tile {
     // (both tiles one pass of one expert), and the passes the peer tile has beyond this one's, whose stages this
     // CTA walks through (a pair uses the ring in step: each multicast lands in the same stage of both CTAs).
     int32_t peer_group[kSlabs];
-    uint32_t peer_block;  // the peer tile's m-block (the pair table's)
     bool share_b;
     uint32_t pad_passes;
     uint32_t split;    // a split tile: 1 + this CTA's share of it (its rank in the cluster); 0: not split

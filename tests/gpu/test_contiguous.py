@@ -126,35 +126,6 @@ def test_contiguous_pairs_sharing_b(bn, n, k, grid):
     _check_contiguous_segments(128, bn, n, k, grid=grid, more=[(1, 1024), (4, 256)], share_b=True)
 
 
-# Pairs sharing B take the m-blocks of the pair table their set-up builds from m_indices (policy_contiguous.cuh,
-# build_pairs): two blocks of one expert wherever they can, whatever the parity of the expert's first block; the other
-# blocks paired in order with the next such block, however far, and an odd last one with none (past M). Experts of 1
-# to 8 blocks of 128 rows start at odd and even blocks, some empty, over 49 blocks (the table is built 32 a step);
-# against the reference, and bitwise against single CTAs of the same tile.
-@pytest.mark.parametrize("grid", [None, 2])
-def test_contiguous_pair_table(grid):
-    from cugemm8.heuristics import make_config
-
-    rows = [128, 384, 256, 0, 300, 129, 1000, 50, 256, 640, 130, 385, 2, 700, 256, 128, 3, 500, 100]
-    n, k = 600, 640
-    x, w, a, sa, b, sb, idx = make_contiguous(rows, n, k, seed=7, align=128)
-    assert idx.size // 128 == 49
-    sa_tma = cugemm8.get_col_major_tma_aligned_tensor(sa)
-    outs = []
-    for cluster in (2, 1):
-        out = poisoned((a.shape[0], n))
-        cfg = make_config("contiguous", n, k, len(rows), 128, 256, cluster=cluster, share_b=cluster == 2)
-        fp8_gemm.bind(cfg, a, sa_tma, b, sb, out, layout=idx, grid=grid if cluster == 2 else None)()
-        outs.append(out)
-    idx_h = cupy.asnumpy(idx)
-    assert bool((outs[0][cupy.asarray(idx_h < 0)].view(cupy.uint16) == 0).all()), "padding rows must be zero"
-    for g in range(len(rows)):
-        sel = cupy.asarray(np.nonzero(idx_h == g)[0])
-        if sel.size:
-            check_against_reference(outs[0][sel], a[sel], sa[sel], b[g], sb[g], x[sel], w[g])
-    assert bool((outs[0].view(cupy.uint16) == outs[1].view(cupy.uint16)).all()), "pairs differ from single CTAs"
-
-
 # fp8_gemm.bind's callable launches with m_indices' pointer: it must keep the array alive. Before it did, a layout
 # that only the callable saw was freed, the next allocation of its size took its memory, and the probes timed tiles
 # with no expert (NOTES.md v41). Here the freed block is refilled with -1 before the launch.

@@ -228,19 +228,6 @@ def test_pairs_sharing_b_where_they_lead():
     assert not h.choose("contiguous", 64 * 256, 4096, 7168, 64, 132, "float8_e4m3").config.share_b
 
 
-def test_pairs_sharing_b_within_the_pair_table():
-    """The kernel's pair table holds PAIR_UNITS pairs (kPairUnits): shares_b never picks pairs for more blocks of A, and
-    the launcher refuses an explicit configuration that would need them, before anything is compiled or launched."""
-    from cugemm8 import fp8_gemm
-
-    h = heuristics
-    rows = 2 * h.PAIR_UNITS * 128
-    assert h.shares_b(rows, 7168, 1024) and not h.shares_b(rows + 1, 7168, 1024)
-    cfg = h.make_config("contiguous", 4096, 7168, 1024, 128, 256, cluster=2, share_b=True)
-    with pytest.raises(ValueError, match="pairs sharing B take at most"):
-        fp8_gemm.get_launcher(cfg, 0, 132, rows + 1, 7168, 7168, rows + 4, 4096, (0, 0, 0, 0))
-
-
 def test_tile_rates_come_from_the_sweeps():
     """The rate tables are benchmarks.tune.tile_rates of the committed sweeps, rounded (so a new sweep re-derives them
     rather than hand-tuning)."""
