@@ -123,8 +123,12 @@ class Library:
         """run(out=..., stream_ptr=...) launching `cfg` on these arrays (e4m3 output: its scales to `out_scale`);
         run.launcher.grid/.kernel."""
         extra = {} if out_scale is None else {"out_scale": out_scale}  # (packages before e4m3 output lack it)
-        return (self._host() or self._mod("runtime")).bind(cfg, a, a_scale, b, b_scale, out, layout=layout, grid=grid,
-                                                          ffma=ffma, **extra)
+        run = (self._host() or self._mod("runtime")).bind(cfg, a, a_scale, b, b_scale, out, layout=layout, grid=grid,
+                                                         ffma=ffma, **extra)
+        # Packages before 55579bd launched with the layout's and out_scale's pointers and kept no reference: the
+        # callable holds them here, or their memory goes to the next allocation (NOTES.md v41).
+        run.arrays = (layout, out_scale)
+        return run
 
     def device_properties(self, device: int) -> dict:
         return self._mod("runtime").device_properties(device)
