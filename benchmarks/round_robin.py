@@ -28,14 +28,15 @@ import numpy as np
 
 from . import library
 from .protocol import Timer, paired
-from .shapes import (DECODE_DENSE_SHAPES, DECODE_NARROW_SHAPES, DECODE_QUICK, MASKED_MAX_M, PREFILL_ALIGN,
-                     PREFILL_QUICK, PREFILL_TABLES, QUICK_SHAPES, TABLES, Shape, contiguous_layout,
-                     contiguous_m_indices, draw_masked_m, geomean, uneven_expert_rows)
+from .shapes import (DECODE_DENSE_SHAPES, DECODE_MASKED_SHAPES, DECODE_NARROW_SHAPES, DECODE_QUICK, MASKED_MAX_M,
+                     PREFILL_ALIGN, PREFILL_QUICK, PREFILL_TABLES, QUICK_SHAPES, TABLES, Shape, contiguous_layout,
+                     contiguous_m_indices, decode_masked_m, decode_max_m, draw_masked_m, geomean, uneven_expert_rows)
 
 BASE_ALIAS = "cugemm8_base"
 VARIANTS = ("base", "cur", "base_aa")
-# decode: the dense and narrow decode shapes (M <= 128); uneven: the prefill section's uneven experts (issue 22)
-SECTIONS = ("dense", "contiguous", "masked", "decode", "uneven")
+# decode: the dense and narrow decode shapes (M <= 128); decode-masked: the decode section's masked MoE rows (its
+# max_m and masked_m draw); uneven: the prefill section's uneven experts (issue 22)
+SECTIONS = ("dense", "contiguous", "masked", "decode", "decode-masked", "uneven")
 DEFAULT_SECTIONS = ("dense", "contiguous", "masked")
 
 
@@ -45,6 +46,8 @@ def section_shapes(section: str, quick: bool) -> tuple[Shape, ...]:
         return DECODE_QUICK["dense"] + DECODE_QUICK["narrow"] if quick else DECODE_DENSE_SHAPES + DECODE_NARROW_SHAPES
     if section == "uneven":
         return PREFILL_QUICK["uneven"] if quick else PREFILL_TABLES["uneven"]
+    if section == "decode-masked":
+        return DECODE_MASKED_SHAPES[:2] if quick else DECODE_MASKED_SHAPES
     return QUICK_SHAPES[section] if quick else TABLES[section]
 
 
@@ -67,6 +70,8 @@ def problem(shape: Shape, align: int) -> tuple:
     if shape.kind == "contiguous":
         _, seg = contiguous_m_indices(shape.groups, shape.m, align)
         return "contiguous", shape.groups * seg, shape.groups, shape.groups * seg
+    if shape in DECODE_MASKED_SHAPES:
+        return "masked", shape.m, shape.groups, decode_max_m(shape.m)
     return "masked", min(shape.m, MASKED_MAX_M), shape.groups, MASKED_MAX_M
 
 
@@ -121,7 +126,8 @@ def make_inputs(cp, cg, shape: Shape, a_rows: int, align: int, rng):
         return a, sa, b, sb, cp.asarray(contiguous_m_indices(g, shape.m, align)[0]), (a_rows, n)
     if shape.kind == "uneven":
         return a, sa, b, sb, cp.asarray(uneven_m_indices(shape)), (a_rows, n)
-    return a, sa, b, sb, cp.asarray(draw_masked_m(g, shape.m)), (g, a_rows, n)
+    masked_m = decode_masked_m(g, shape.m) if shape in DECODE_MASKED_SHAPES else draw_masked_m(g, shape.m)
+    return a, sa, b, sb, cp.asarray(masked_m), (g, a_rows, n)
 
 
 def prepare(cp, cg, libs: dict, shape: Shape, sms: int, align: int, rng,

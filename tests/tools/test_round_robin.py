@@ -64,6 +64,9 @@ def test_cases_and_problems():
     assert round_robin.problem(shapes.Shape("normal", 1, 64, 2112, 7168), 64) == ("normal", 64, 1, 64)
     assert round_robin.problem(shapes.Shape("contiguous", 4, 100, 256, 256), 64) == ("contiguous", 512, 4, 512)
     assert round_robin.problem(shapes.Shape("masked", 2, 512, 4096, 7168), 64) == ("masked", 512, 2, 4096)
+    # the decode section's masked rows: its max_m
+    assert round_robin.cases(("decode-masked",)) == list(shapes.DECODE_MASKED_SHAPES)
+    assert round_robin.problem(shapes.Shape("masked", 32, 16, 4096, 7168), 64) == ("masked", 16, 32, 64)
     # the prefill section's uneven experts: their drawn rows, each padded to PREFILL_ALIGN
     assert round_robin.cases(("uneven",)) == list(shapes.PREFILL_UNEVEN_SHAPES)
     uneven = shapes.Shape("uneven", 64, 256, 5120, 8192)
