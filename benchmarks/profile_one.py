@@ -55,13 +55,16 @@ def main(argv=None) -> int:
     d_scale = cugemm8.empty_scale(out.shape[:-1] + (-(-n // 128),)) if fp8 else None
     if args.masked:
         idx = cupy.full((g,), m, dtype=cupy.int32)
+    elif uneven is not None:
+        idx = cupy.asarray(uneven)
     else:
-        idx = cupy.asarray(uneven if uneven is not None else np.repeat(np.arange(g, dtype=np.int32), m // g)) if g else None
+        idx = cupy.asarray(np.repeat(np.arange(g, dtype=np.int32), m // g)) if g else None
     lib = library.current()
     cfg = lib.choose(layout, m, n, k, max(g, 1), cugemm8.get_num_sms(), *((args.out_dtype,) if fp8 else ())).config
     if len(args.shape) > 3:
         bm, bn, cl = args.shape[3:6]
-        cfg = lib.make_config(layout, n, k, max(g, 1), bm, bn, cluster=cl, **({"share_b": True} if args.share_b else {}),
+        cfg = lib.make_config(layout, n, k, max(g, 1), bm, bn, cluster=cl,
+                              **({"share_b": True} if args.share_b else {}),
                               **({"out_format": args.out_dtype} if fp8 else {}))
     grid = cugemm8.get_num_sms() if args.masked else None
     run = lib.bind(cfg, a, sa, b, sb, d, layout=idx, grid=grid, out_scale=d_scale)

@@ -9,11 +9,11 @@ a 256-row tile; 960: 64 padding rows an expert); RxS, experts of R and S rows al
 8th expert empty; unevenR, issue 22's uneven draw about R (shapes.uneven_expert_rows); unevenR-full, that draw with
 its empty experts given R rows; unevenR-r256, that draw with each expert rounded up to 256 rows (no tile spans two
 experts); unevenR-paired, that draw with the experts of an odd number of 128-row blocks moved next to each other, so
-that more CTA pairs (m-blocks 2p, 2p + 1) hold two blocks of one expert. Prints per layout the share of BLOCK_M-row tiles spanning two experts, and per tile the
-median µs, TFLOPS over the valid rows and the time over the first tile's (--across: all layouts' calls timed
-together, against the first layout's first tile); with --check, whether each tile's output
-equals the first tile's bit for bit. --experts E < G gives segment g expert g % E: the same layout with E experts' weights, which
-stay in L2 when E is small."""
+that more CTA pairs (m-blocks 2p, 2p + 1) hold two blocks of one expert. Prints per layout the share of BLOCK_M-row
+tiles spanning two experts and of CTA pairs within one expert, and per tile the median µs, TFLOPS over the valid rows
+and the time over the first tile's (--across: all layouts' calls timed together, against the first layout's first
+tile); with --check, whether each tile's output equals the first tile's bit for bit. --experts E < G gives segment g
+expert g % E: the same layout with E experts' weights, which stay in L2 when E is small."""
 from __future__ import annotations
 
 import argparse
@@ -88,8 +88,8 @@ def main(argv=None) -> int:
     p.add_argument("--experts", type=int, default=0, help="distinct experts (segment g gets g %% E; 0: --groups)")
     p.add_argument("--layouts", default="1024,896,960,uneven1024", help="comma-separated (see above)")
     p.add_argument("--tiles", default="256x128,128x192",
-                   help="BLOCK_MxBLOCK_N[sSTAGES][p][rBAND], comma-separated (p: CTA pairs sharing B; rBAND: bands of BAND "
-                        "n-blocks)")
+                   help="BLOCK_MxBLOCK_N[sSTAGES][p][rBAND], comma-separated (p: CTA pairs sharing B; rBAND: bands "
+                        "of BAND n-blocks)")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--dense", action="store_true", help="also the dense kernel's pick on the same rows")
     p.add_argument("--check", action="store_true", help="each tile's output compared with the first tile's (bitwise)")
@@ -101,7 +101,8 @@ def main(argv=None) -> int:
     for tile in args.tiles.split(","):
         match = TILE.fullmatch(tile)
         if match is None:
-            p.error(f"--tiles: expected BLOCK_MxBLOCK_N[sSTAGES][p][rBAND], e.g. 128x256s2p or 128x256pr16; got {tile!r}")
+            p.error(f"--tiles: expected BLOCK_MxBLOCK_N[sSTAGES][p][rBAND], e.g. 128x256s2p or 128x256pr16; "
+                    f"got {tile!r}")
         tiles.append((int(match[1]), int(match[2]), int(match[3] or 0), bool(match[4]), int(match[5] or 0)))
     layouts = {spec: layout_rows(spec, args.groups) for spec in args.layouts.split(",") if spec}
 
@@ -147,13 +148,13 @@ def main(argv=None) -> int:
                 print(f"    {tile} bitwise equal to {args.tiles.split(',')[0]}: {same}", flush=True)
         if args.dense:  # the dense kernel's pick on the same rows, with expert 0's weights
             dense_out = cupy.empty_like(outs[0])
-            fns["dense pick"] = lambda a=a, sa=sa, dense_out=dense_out: cugemm8.matmul(a, sa, b[0], sb[0], out=dense_out)
+            fns["dense pick"] = lambda a=a, sa=sa, out=dense_out: cugemm8.matmul(a, sa, b[0], sb[0], out=out)
             fns["dense pick"]()
         spans = ", ".join(f"{bm}-row tiles spanning two experts {spanning(idx, bm):.1%}"
                           for bm in sorted({t[0] for t in tiles}))
         spans += f"; 128-row CTA pairs within one expert {sharing_pairs(idx):.1%}"
-        print(f"{args.groups} segments of {experts} experts, layout {name}: {m} rows ({valid} valid), N={n} K={k}; {spans}",
-              flush=True)
+        print(f"{args.groups} segments of {experts} experts, layout {name}: {m} rows ({valid} valid), N={n} K={k}; "
+              f"{spans}", flush=True)
         if args.across:  # timed with the other layouts' calls at the end
             timed.update({f"{name}: {label}": fn for label, fn in fns.items()})
             flops.update({f"{name}: {label}": 2 * valid * n * k for label in fns})
