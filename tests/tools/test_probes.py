@@ -1,6 +1,6 @@
-"""CPU tier for the probes (benchmarks.tile_probe, ablation_probe, wgrad_probe, stream_probe, l2_side_probe,
-stream_shape_probe): no GPU; the last two probes' kernels, and a weight gradient with a probe macro, are compiled by
-NVRTC."""
+"""CPU tier for the probes (benchmarks.tile_probe, ablation_probe, wgrad_probe, segments_probe, stream_probe,
+l2_side_probe, stream_shape_probe): no GPU; the last two probes' kernels, and a weight gradient with a probe macro, are
+compiled by NVRTC."""
 import dataclasses
 
 import pytest
@@ -174,3 +174,22 @@ def test_probe_logs_open_with_the_gpu_date_versions_and_commit(monkeypatch):
     line = tune.provenance_line()
     for part in ("NVIDIA H200 (132 SMs)", "2026-11-26T22:00:00+00:00", "driver 13000", "NVRTC 13.0", "abc"):
         assert part in line
+
+
+def test_segments_probe_layouts_and_pairs():
+    """segments_probe: the tile names it parses (rN: band width), the -paired layout (the same experts, those of an odd
+    number of 128-row blocks next to each other) and the share of CTA pairs within one expert it prints."""
+    import numpy as np
+
+    from benchmarks import segments_probe as sp, shapes
+
+    assert sp.TILE.fullmatch("128x256pr16").groups() == ("128", "256", None, "p", "16")
+    assert sp.TILE.fullmatch("128x256s2").groups() == ("128", "256", "2", None, None)
+    assert sp.pair_odd_experts([128, 256, 300, 0, 200, 384]) == [256, 128, 300, 0, 200, 384]  # 384 has no partner
+    drawn, paired = sp.layout_rows("uneven256", 64), sp.layout_rows("uneven256-paired", 64)
+    assert sorted(drawn) == sorted(paired) and drawn != paired
+    share = [sp.sharing_pairs(shapes.contiguous_layout(r, 128)[0]) for r in (drawn, paired)]
+    assert share[0] == pytest.approx(42 / 72) and share[1] == pytest.approx(58 / 72)
+    # a pair shares only where both blocks are one pass of one expert (a padding slab idles; a second expert is a pass)
+    idx = np.array([0] * 128 + [0] * 64 + [-1] * 64 + [1] * 64 + [2] * 64 + [3] * 128, dtype=np.int32)
+    assert sp.sharing_pairs(idx) == 0.5
