@@ -22,7 +22,7 @@ import numpy as np
 import cugemm8
 
 from . import library
-from .shapes import MASKED_MAX_M, PREFILL_ALIGN, contiguous_layout, uneven_expert_rows
+from .shapes import MASKED_MAX_M, uneven_m_indices
 
 
 def main(argv=None) -> int:
@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     if args.uneven:
         if not args.groups:
             ap.error("--uneven needs --groups")
-        uneven, _ = contiguous_layout(uneven_expert_rows(g, args.uneven), PREFILL_ALIGN)
+        uneven = uneven_m_indices(g, args.uneven)
         m = len(uneven)
     layout = "masked" if args.masked else "contiguous" if g else "normal"
     rng = cupy.random.default_rng(0)

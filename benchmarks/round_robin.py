@@ -24,13 +24,11 @@ import re
 import sys
 import time
 
-import numpy as np
-
 from . import library
 from .protocol import Timer, paired
 from .shapes import (DECODE_DENSE_SHAPES, DECODE_MASKED_SHAPES, DECODE_NARROW_SHAPES, DECODE_QUICK, MASKED_MAX_M,
-                     PREFILL_ALIGN, PREFILL_QUICK, PREFILL_TABLES, QUICK_SHAPES, TABLES, Shape, contiguous_layout,
-                     contiguous_m_indices, decode_masked_m, decode_max_m, draw_masked_m, geomean, uneven_expert_rows)
+                     PREFILL_QUICK, PREFILL_TABLES, QUICK_SHAPES, TABLES, Shape, contiguous_m_indices, decode_masked_m,
+                     decode_max_m, draw_masked_m, geomean, uneven_m_indices)
 
 BASE_ALIAS = "cugemm8_base"
 VARIANTS = ("base", "cur", "base_aa")
@@ -51,11 +49,6 @@ def section_shapes(section: str, quick: bool) -> tuple[Shape, ...]:
     return QUICK_SHAPES[section] if quick else TABLES[section]
 
 
-def uneven_m_indices(shape: Shape) -> np.ndarray:
-    """The prefill section's m_indices of an uneven shape: its experts' drawn rows, each padded to PREFILL_ALIGN."""
-    return contiguous_layout(uneven_expert_rows(shape.groups, shape.m), PREFILL_ALIGN)[0]
-
-
 def cases(sections=DEFAULT_SECTIONS, quick: bool = False) -> list[Shape]:
     return [s for sec in sections for s in section_shapes(sec, quick)]
 
@@ -65,7 +58,7 @@ def problem(shape: Shape, align: int) -> tuple:
     if shape.kind == "normal":
         return "normal", shape.m, 1, shape.m
     if shape.kind == "uneven":
-        rows = uneven_m_indices(shape).size
+        rows = uneven_m_indices(shape.groups, shape.m).size
         return "contiguous", rows, shape.groups, rows
     if shape.kind == "contiguous":
         _, seg = contiguous_m_indices(shape.groups, shape.m, align)
@@ -125,7 +118,7 @@ def make_inputs(cp, cg, shape: Shape, a_rows: int, align: int, rng):
     if shape.kind == "contiguous":
         return a, sa, b, sb, cp.asarray(contiguous_m_indices(g, shape.m, align)[0]), (a_rows, n)
     if shape.kind == "uneven":
-        return a, sa, b, sb, cp.asarray(uneven_m_indices(shape)), (a_rows, n)
+        return a, sa, b, sb, cp.asarray(uneven_m_indices(shape.groups, shape.m)), (a_rows, n)
     masked_m = decode_masked_m(g, shape.m) if shape in DECODE_MASKED_SHAPES else draw_masked_m(g, shape.m)
     return a, sa, b, sb, cp.asarray(masked_m), (g, a_rows, n)
 

@@ -17,7 +17,6 @@ expert g % E: the same layout with E experts' weights, which stay in L2 when E i
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 import statistics
 
@@ -26,7 +25,7 @@ import numpy as np
 from . import shapes
 from .env import poison_bf16
 from .protocol import Timer
-from .tile_probe import with_stages
+from .tile_probe import with_band, with_stages
 
 TILE = re.compile(r"(\d+)x(\d+)(?:s(\d+))?(p)?(?:r(\d+))?")
 
@@ -135,7 +134,7 @@ def main(argv=None) -> int:
         for tile, (bm, bn, stages, pairs, band) in zip(args.tiles.split(","), tiles):
             cfg = with_stages(heuristics.make_config("contiguous", n, k, experts, bm, bn, cluster=2 if pairs else 1,
                                                      share_b=pairs), stages, tile, k)
-            cfg = dataclasses.replace(cfg, raster_group=band) if band else cfg
+            cfg = with_band(cfg, band)
             out = cupy.empty((m, n), dtype=cugemm8.api.BF16)
             poison_bf16(cupy, out)
             outs.append(out)

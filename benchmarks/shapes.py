@@ -201,6 +201,11 @@ def uneven_rows(groups: int, mean: int, seed: int = SEED) -> list[int]:
     return [int(r) for r in rows]
 
 
+def uneven_m_indices(groups: int, mean: int) -> np.ndarray:
+    """The prefill section's m_indices for uneven experts: uneven_expert_rows, each padded to PREFILL_ALIGN."""
+    return contiguous_layout(uneven_expert_rows(groups, mean), PREFILL_ALIGN)[0]
+
+
 def contiguous_layout(rows: list[int], align: int) -> tuple[np.ndarray, list[int]]:
     """(m_indices, segment start offsets): expert g's rows[g] rows at a multiple of `align`, its segment
     padded to a multiple of `align` with -1."""

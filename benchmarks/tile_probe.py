@@ -34,8 +34,7 @@ def tile_config(tile: str, n: int, k: int, out_dtype: str, m: int | None = None)
     if (match := PICK.fullmatch(tile)) is not None:
         if m is None:
             raise SystemExit(f"tile {tile!r}: the pick needs M, and this probe gives none")
-        cfg = heuristics.choose("normal", m, n, k, 1, 132, out_dtype).config
-        return dataclasses.replace(cfg, raster_group=int(match[1])) if match[1] else cfg
+        return with_band(heuristics.choose("normal", m, n, k, 1, 132, out_dtype).config, match[1])
     match = TILE.fullmatch(tile)
     if match is None:
         raise SystemExit(f"tile {tile!r}: expected BMxBN[h][sSTAGES][kSPLIT][rRASTER][c2][n] or pick[rRASTER], e.g. "
@@ -47,8 +46,7 @@ def tile_config(tile: str, n: int, k: int, out_dtype: str, m: int | None = None)
     cfg = heuristics.make_config("normal", n, k, 1, bm, bn, cluster=2 if pairs else 1, out_format=out_dtype,
                                  col_halves=2 if halves else None,
                                  **({"split_k": int(split), "stream_b": not plain_b} if split else {}))
-    cfg = with_stages(cfg, int(stages or 0), tile, k)
-    return dataclasses.replace(cfg, raster_group=int(raster)) if raster else cfg
+    return with_band(with_stages(cfg, int(stages or 0), tile, k), raster)
 
 
 def with_stages(cfg, stages: int, tile: str, k: int):
@@ -58,6 +56,11 @@ def with_stages(cfg, stages: int, tile: str, k: int):
     if not 1 <= stages <= cfg.stages:
         raise SystemExit(f"{tile}: {cfg.block_m}x{cfg.block_n} holds 1 to {cfg.stages} stages at K={k}")
     return dataclasses.replace(cfg, stages=stages)
+
+
+def with_band(cfg, band):
+    """`cfg` walking its tiles in bands of `band` n-blocks (the probes' `rN`; None or 0: as built)."""
+    return dataclasses.replace(cfg, raster_group=int(band)) if band else cfg
 
 
 def report(shape: str, times: dict, flops: int, base_of, unit: str) -> None:

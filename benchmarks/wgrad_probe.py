@@ -13,11 +13,11 @@ the two math warpgroups taking turns at the tensor cores, two accumulators a war
 chains)."""
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from .ablation_probe import build_all, probe_args, time_variants
 from .protocol import Timer
+from .tile_probe import with_band
 from .tune import provenance_line
 
 TILE = re.compile(r"(?:pick|(\d+)x(\d+)(?:s(\d+))?)(?:r(\d+))?")
@@ -35,7 +35,7 @@ def tile_config(tile: str, n: int, m: int | None = None):
         cfg = heuristics_wgrad.choose("normal", m, n, 1, 132).config
     else:
         cfg = heuristics_wgrad.make_config("normal", n, 1, int(match[1]), int(match[2]), int(match[3] or 0))
-    return dataclasses.replace(cfg, raster_group=int(match[4])) if match[4] else cfg
+    return with_band(cfg, match[4])
 
 
 def main(argv=None) -> int:
