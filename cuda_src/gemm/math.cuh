@@ -94,15 +94,11 @@ struct MathWarpgroups {
         CG8_MARK(kTraceTile, (kSplitTile ? t.split << 28 : 0u) | (t.n_block << 16) | t.m_block);
         loop.clear_sums();
         Quantized q;  // kEarlyQuantize: the rows of the tile, the first slab's from the last k-block
-        auto quantize_first = [&] {  // stored there too: kept in registers, ptxas moved it past the MMAs' wait
+        auto quantize_first = [&] {
             if constexpr (kEarlyQuantize) {
                 typename Out::RowValues amax;
                 Out::template rows_amax<0, kGroupFrags, 0, 1>(loop.sum, amax);
                 Out::template quantize<0, kGroupFrags, 0, 1>(loop.sum, amax, q);
-                free_tile_d(loop);
-                uint32_t valid;
-                float* scale = fp8_scales(t, n0, valid);
-                Out::template store_rows<0, kGroupFrags, 0, 1>(q, loop.smem_d_addr, scale, valid, wg, warp, lane);
             }
         };
 #pragma unroll 1
@@ -282,7 +278,7 @@ struct MathWarpgroups {
         if constexpr (Tiles::kZeroRows) {  // rows that are no expert's
             if (tiles.zero_rows(t) != 0) Out::zero_rows(loop.sum, tiles.zero_rows(t));
         }
-        if constexpr (!kEarlyQuantize) free_tile_d(loop);  // (else freed in the last k-block)
+        free_tile_d(loop);
         if constexpr (Cfg::kOutFp8) {
             uint32_t valid;
             float* const scale = fp8_scales(t, n0, valid);
@@ -296,11 +292,11 @@ struct MathWarpgroups {
             } else if constexpr (kGroupShared) {  // the group's first CTA writes the scales
                 Out::template write_rows<0, Cfg::kBlockN / 8>(loop.sum, amax, loop.smem_d_addr, scale,
                                                               group_rank() == 0 ? valid : 0u, wg, warp, lane);
-            } else if constexpr (kEarlyQuantize) {  // the first slab's rows are stored already
+            } else if constexpr (kEarlyQuantize) {  // the first slab's rows are quantized already
                 typename Out::RowValues row_amax;
                 Out::template rows_amax<0, kGroupFrags, 1, 2>(loop.sum, row_amax);
                 Out::template quantize<0, kGroupFrags, 1, 2>(loop.sum, row_amax, q);
-                Out::template store_rows<0, kGroupFrags, 1, 2>(q, loop.smem_d_addr, scale, valid, wg, warp, lane);
+                Out::template store_rows<0, kGroupFrags>(q, loop.smem_d_addr, scale, valid, wg, warp, lane);
             } else {
                 Out::write_tile_fp8(loop.sum, loop.smem_d_addr, scale, ld_scale, valid, wg, warp, lane);
             }
