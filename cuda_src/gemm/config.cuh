@@ -171,11 +171,6 @@ template <uint32_t V> struct Const {
     static constexpr uint32_t value = V;
     __device__ constexpr operator uint32_t() const { return V; }
 };
-// A step a caller leaves out.
-struct Nothing {
-    __device__ __forceinline__ void operator()() const {}
-};
-
 template <uint32_t I, uint32_t N, class F> __device__ __forceinline__ void static_for(F&& f) {
     if constexpr (I < N) {
         f(Const<I>{});

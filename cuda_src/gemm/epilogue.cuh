@@ -86,63 +86,44 @@ struct Epilogue {
         return fmaxf(a, __shfl_xor_sync(~0u, a, 2));
     }
 
-    template <uint32_t kF0, uint32_t kFrags, uint32_t kW0 = 0, uint32_t kW1 = kUnits>
+    template <uint32_t kF0, uint32_t kFrags>
     __device__ __forceinline__ static void rows_amax(const Sums& sum, RowValues& amax) {
 #pragma unroll
-        for (uint32_t w = kW0; w < kW1; ++w)
+        for (uint32_t w = 0; w < kUnits; ++w)
 #pragma unroll
             for (uint32_t h = 0; h < 2; ++h) amax[w][h] = row_amax<kF0, kFrags>(sum, w, h);
     }
 
-    // This thread's rows of units kW0 .. kW1 - 1 over fragments kF0 .. kF0 + kFrags - 1 (within one 128-column
-    // group), given each row's amax over the group: each row's scale and its e4m3 pairs (2 bytes a fragment).
-    template <uint32_t kFrags>
-    struct Quantized {
-        unsigned short pair[kUnits][2][kFrags];
-        RowValues scale;
-    };
-
-    template <uint32_t kF0, uint32_t kFrags, uint32_t kW0 = 0, uint32_t kW1 = kUnits>
-    __device__ __forceinline__ static void quantize(const Sums& sum, const RowValues& amax, Quantized<kFrags>& q) {
-        constexpr bool kUe8m0 = Cfg::kOutFormat == OutFormat::kE4m3Ue8m0;
-        RowValues inv;
-        bool fast = true;
-#pragma unroll
-        for (uint32_t w = kW0; w < kW1; ++w)
-#pragma unroll
-            for (uint32_t h = 0; h < 2; ++h) fast = fast && e4m3_fast_ok(amax[w][h]);
-        if (__all_sync(~0u, fast)) {
-#pragma unroll
-            for (uint32_t w = kW0; w < kW1; ++w)
-#pragma unroll
-                for (uint32_t h = 0; h < 2; ++h) e4m3_scale<kUe8m0, true>(amax[w][h], q.scale[w][h], inv[w][h]);
-        } else {
-#pragma unroll
-            for (uint32_t w = kW0; w < kW1; ++w)
-#pragma unroll
-                for (uint32_t h = 0; h < 2; ++h) e4m3_scale<kUe8m0, false>(amax[w][h], q.scale[w][h], inv[w][h]);
-        }
-#pragma unroll
-        for (uint32_t w = kW0; w < kW1; ++w)
-#pragma unroll
-            for (uint32_t h = 0; h < 2; ++h)
-#pragma unroll
-                for (uint32_t i = kF0; i < kF0 + kFrags; ++i)
-                    q.pair[w][h][i - kF0] = f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 2 * h], inv[w][h]),
-                                                                __fmul_rn(sum[w][i * 4 + 2 * h + 1], inv[w][h]));
-    }
-
-    // The quantized rows of units kW0 .. kW1 - 1 into the output tile at `base` (fragments kF0 .. kF0 + kFrags - 1, in one atom of the
-    // tile): a lane stores its 2 bytes of a row per fragment (the quad's 8 bytes sit in one bank pair, rows on
-    // different chunks through the swizzle: one wavefront a store). The quad's first lane writes each row's scale
-    // to scale[row] if the row is below `valid` (0: no scales).
-    template <uint32_t kF0, uint32_t kFrags, uint32_t kW0 = 0, uint32_t kW1 = kUnits>
-    __device__ __forceinline__ static void store_rows(const Quantized<kFrags>& q, uint32_t base,
+    // This thread's rows over fragments kF0 .. kF0 + kFrags - 1 (within one 128-column group, in one atom of
+    // the tile), given each row's amax over the group, as e4m3 into the output tile at `base`: a lane holds
+    // 2 bytes of a row per fragment and stores them (the quad's 8 bytes sit in one bank pair, rows on different
+    // chunks through the swizzle: one wavefront a store). The quad's first lane writes each row's scale to
+    // scale[row] if the row is below `valid` (0: no scales).
+    template <uint32_t kF0, uint32_t kFrags>
+    __device__ __forceinline__ static void write_rows(const Sums& sum, const RowValues& amax, uint32_t base,
                                                       float* __restrict__ scale, uint32_t valid, uint32_t wg,
                                                       uint32_t warp, uint32_t lane) {
         static_assert(Cfg::kOutBytes == 1 && Cfg::kSwizzleD == Cfg::kAtomBytes, "one swizzled atom of e4m3 a row");
         static_assert(kF0 * 8 / Cfg::kAtomCols == ((kF0 + kFrags) * 8 - 1) / Cfg::kAtomCols, "fragments of one atom");
+        constexpr bool kUe8m0 = Cfg::kOutFormat == OutFormat::kE4m3Ue8m0;
         constexpr uint32_t kAtomCol0 = kF0 * 8 / Cfg::kAtomCols * Cfg::kAtomCols, kChunks = Cfg::kAtomBytes / 16;
+        RowValues s, inv;
+        bool fast = true;
+#pragma unroll
+        for (uint32_t w = 0; w < kUnits; ++w)
+#pragma unroll
+            for (uint32_t h = 0; h < 2; ++h) fast = fast && e4m3_fast_ok(amax[w][h]);
+        if (__all_sync(~0u, fast)) {
+#pragma unroll
+            for (uint32_t w = 0; w < kUnits; ++w)
+#pragma unroll
+                for (uint32_t h = 0; h < 2; ++h) e4m3_scale<kUe8m0, true>(amax[w][h], s[w][h], inv[w][h]);
+        } else {
+#pragma unroll
+            for (uint32_t w = 0; w < kUnits; ++w)
+#pragma unroll
+                for (uint32_t h = 0; h < 2; ++h) e4m3_scale<kUe8m0, false>(amax[w][h], s[w][h], inv[w][h]);
+        }
         // This thread's rows are row0 + unit_row(w) + 8 h: multiples of 8 rows, 256 bytes, past the swizzle's
         // bits, so each 16-byte chunk of the row lies at the same swizzled place in every one of them.
         const uint32_t row0 = Cfg::slab(wg, 0) * 64 + warp * 16 + lane / 4;
@@ -150,30 +131,21 @@ struct Epilogue {
 #pragma unroll
         for (uint32_t c = 0; c < kChunks; ++c) chunk[c] = tile_addr(base, row0, kAtomCol0 + c * 16) + 2 * (lane % 4);
 #pragma unroll
-        for (uint32_t w = kW0; w < kW1; ++w)
+        for (uint32_t w = 0; w < kUnits; ++w)
 #pragma unroll
             for (uint32_t h = 0; h < 2; ++h)
 #pragma unroll
                 for (uint32_t i = kF0; i < kF0 + kFrags; ++i)
                     st_shared_u16(chunk[i * 8 % Cfg::kAtomCols / 16] + (Cfg::unit_row(w) + h * 8) * Cfg::kAtomBytes + (i % 2) * 8,
-                                  q.pair[w][h][i - kF0]);
+                                  f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 2 * h], inv[w][h]),
+                                                      __fmul_rn(sum[w][i * 4 + 2 * h + 1], inv[w][h])));
 #pragma unroll
-        for (uint32_t w = kW0; w < kW1; ++w)
+        for (uint32_t w = 0; w < kUnits; ++w)
 #pragma unroll
             for (uint32_t h = 0; h < 2; ++h) {
                 const uint32_t row = row0 + Cfg::unit_row(w) + h * 8;
-                if (lane % 4 == 0 && row < valid) scale[row] = q.scale[w][h];
+                if (lane % 4 == 0 && row < valid) scale[row] = s[w][h];
             }
-    }
-
-    // This thread's rows, quantized and stored.
-    template <uint32_t kF0, uint32_t kFrags>
-    __device__ __forceinline__ static void write_rows(const Sums& sum, const RowValues& amax, uint32_t base,
-                                                      float* __restrict__ scale, uint32_t valid, uint32_t wg,
-                                                      uint32_t warp, uint32_t lane) {
-        Quantized<kFrags> q;
-        quantize<kF0, kFrags>(sum, amax, q);
-        store_rows<kF0, kFrags>(q, base, scale, valid, wg, warp, lane);
     }
 
     // The whole tile as e4m3, group by group; scales to scale[g * ld_scale + row].

@@ -160,69 +160,47 @@ struct MainLoop {
 
     // One accumulator: per k-block, each slab's MMAs then its promotion; the other math warpgroup's
     // MMAs fill the tensor cores meanwhile. kEvery: every slab works (else those in `slabs`).
-    // kAtLast (whole tiles, every slab): at_last() runs once, in the tile's last k-block, while its last
-    // slab's MMAs run (the slabs before it are promoted by then; math.cuh quantizes them there).
-    template <bool kEvery, bool kWhole, bool kAtLast = false, class P, class AtLast = Nothing>
-    __device__ __forceinline__ void one_accumulator(const P& p, uint32_t slabs, AtLast&& at_last = {}) {
-        static_assert(!kAtLast || (kEvery && kWhole), "the hook needs the tile's last k-block of every slab");
+    template <bool kEvery, bool kWhole, class P>
+    __device__ __forceinline__ void one_accumulator(const P& p, uint32_t slabs) {
         const uint32_t last = kEvery ? kUnits - 1 : 31 - __clz(slabs);
         float scale[kUnits][4];
-        auto kblock = [&](uint32_t kb, uint32_t st, auto is_last) {
+        auto kblock = [&](uint32_t kb, uint32_t st) {
             wait_stage(kb, scale, st);
 #pragma unroll
             for (uint32_t w = 0; w < kUnits; ++w) {
                 if (!kEvery && !((slabs >> w) & 1u)) continue;
                 issue_mma(acc[0], w, st);
-                if constexpr (decltype(is_last)::value)
-                    if (w == kUnits - 1) at_last();
                 wgmma_wait<0>();
                 if (w == last) release(st);  // the stage is no longer needed: release it before promoting
                 promote(sum[w], acc[0], scale[w], p.boundary);
             }
         };
-        if constexpr (Walk::kAlignStages && kWhole) stage_aligned<kAtLast>(kblock);
+        if constexpr (Walk::kAlignStages && kWhole) stage_aligned(kblock);
         else if constexpr (Walk::kRingRounds) ring_rounds(kblock);
-        else rolled<kAtLast>(p, kblock);
+        else rolled(p, kblock);
     }
 
-    // kblock(kb, stage, is_last): is_last a Const, true (with kLastApart) only for the pass's last k-block.
-    template <bool kLastApart, class P, class KBlock>
+    template <class P, class KBlock>
     __device__ __forceinline__ void rolled(const P& p, KBlock&& kblock) {
-        const uint32_t kb_end = kLastApart ? p.kb_end - 1 : p.kb_end;
 #pragma unroll 1
-        for (uint32_t kb = p.kb_begin; kb < kb_end; ++kb) {
-            kblock(kb, ring.stage, Const<false>{});
-            ring.advance();
-        }
-        if constexpr (kLastApart) {
-            kblock(kb_end, ring.stage, Const<true>{});
+        for (uint32_t kb = p.kb_begin; kb < p.kb_end; ++kb) {
+            kblock(kb, ring.stage);
             ring.advance();
         }
     }
 
     // k-block kb in stage kb % kStages: the stage a compile-time constant in each unrolled copy. The
-    // stages the last round leaves unused are passed through, as the producer does. kLastApart: the last
-    // k-block is a copy of its own (its round unrolled after the loop where no k-block is left over).
-    template <bool kLastApart, class KBlock>
+    // stages the last round leaves unused are passed through, as the producer does.
+    template <class KBlock>
     __device__ __forceinline__ void stage_aligned(KBlock&& kblock) {
-        constexpr uint32_t kRest = Cfg::kNumKBlocks % Cfg::kStages;
-        constexpr uint32_t kLoopRounds = Cfg::kNumKBlocks / Cfg::kStages - (kLastApart && kRest == 0 ? 1 : 0);
+        constexpr uint32_t kRounds = Cfg::kNumKBlocks / Cfg::kStages, kRest = Cfg::kNumKBlocks % Cfg::kStages;
 #pragma unroll 1
-        for (uint32_t r = 0; r < kLoopRounds; ++r) {
-            static_for<0, Cfg::kStages>([&](auto st) { kblock(r * Cfg::kStages + st.value, st.value, Const<false>{}); });
-            ring.phase ^= 1;
-        }
-        if constexpr (kLastApart && kRest == 0) {
-            static_for<0, Cfg::kStages>([&](auto st) {
-                kblock(kLoopRounds * Cfg::kStages + st.value, st.value, Const<kLastApart && st.value == Cfg::kStages - 1>{});
-            });
+        for (uint32_t r = 0; r < kRounds; ++r) {
+            static_for<0, Cfg::kStages>([&](auto st) { kblock(r * Cfg::kStages + st.value, st.value); });
             ring.phase ^= 1;
         }
         if constexpr (kRest > 0) {
-            constexpr uint32_t kRounds = Cfg::kNumKBlocks / Cfg::kStages;
-            static_for<0, kRest>([&](auto st) {
-                kblock(kRounds * Cfg::kStages + st.value, st.value, Const<kLastApart && st.value == kRest - 1>{});
-            });
+            static_for<0, kRest>([&](auto st) { kblock(kRounds * Cfg::kStages + st.value, st.value); });
             static_for<kRest, Cfg::kStages>([&](auto st) {
                 mbar_wait(&sm.full[st.value], ring.phase);
                 release(st.value);
@@ -238,17 +216,17 @@ struct MainLoop {
         uint32_t kb = 0;
 #pragma unroll 1
         for (; ring.stage != 0; ++kb) {  // at most kStages - 1 <= kNumKBlocks k-blocks
-            kblock(kb, ring.stage, Const<false>{});
+            kblock(kb, ring.stage);
             ring.advance();
         }
 #pragma unroll 1
         for (uint32_t r = (Cfg::kNumKBlocks - kb) / Cfg::kStages; r != 0; --r, kb += Cfg::kStages) {
-            static_for<0, Cfg::kStages>([&](auto st) { kblock(kb + st.value, st.value, Const<false>{}); });
+            static_for<0, Cfg::kStages>([&](auto st) { kblock(kb + st.value, st.value); });
             ring.phase ^= 1;
         }
 #pragma unroll 1
         for (; kb < Cfg::kNumKBlocks; ++kb) {
-            kblock(kb, ring.stage, Const<false>{});
+            kblock(kb, ring.stage);
             ring.advance();
         }
     }

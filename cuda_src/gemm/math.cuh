@@ -8,6 +8,11 @@
 
 namespace cg8 {
 
+// A step a caller leaves out.
+struct Nothing {
+    __device__ __forceinline__ void operator()() const {}
+};
+
 template <class Cfg>
 struct MathWarpgroups {
     using Tiles = TilePolicy<Cfg>;
@@ -93,14 +98,6 @@ struct MathWarpgroups {
         const uint32_t n0 = t.n_block * Cfg::kBlockN;
         CG8_MARK(kTraceTile, (kSplitTile ? t.split << 28 : 0u) | (t.n_block << 16) | t.m_block);
         loop.clear_sums();
-        Quantized q;  // kEarlyQuantize: the rows of the tile, the first slab's from the last k-block
-        auto quantize_first = [&] {
-            if constexpr (kEarlyQuantize) {
-                typename Out::RowValues amax;
-                Out::template rows_amax<0, kGroupFrags, 0, 1>(loop.sum, amax);
-                Out::template quantize<0, kGroupFrags, 0, 1>(loop.sum, amax, q);
-            }
-        };
 #pragma unroll 1
         for (uint32_t passes = kWhole ? 1u : t.passes; passes != 0; passes &= passes - 1) {
             const bool first_pass = kWhole || passes == t.passes;
@@ -129,12 +126,8 @@ struct MathWarpgroups {
                 with_boundary(n0, [&](auto boundary) {
                     const typename Loop::template Pass<decltype(boundary)> p{kb_begin, kb_end, boundary};
                     if constexpr (Cfg::kAccSets == 1) {
-                        if (slabs == Loop::kAllUnits) {
-                            if constexpr (kEarlyQuantize) loop.template one_accumulator<true, kWhole, true>(p, slabs, quantize_first);
-                            else loop.template one_accumulator<true, kWhole>(p, slabs);
-                        } else {
-                            loop.template one_accumulator<false, kWhole>(p, slabs);
-                        }
+                        if (slabs == Loop::kAllUnits) loop.template one_accumulator<true, kWhole>(p, slabs);
+                        else loop.template one_accumulator<false, kWhole>(p, slabs);
                     } else {
                         loop.two_accumulators(p);
                     }
@@ -169,7 +162,7 @@ struct MathWarpgroups {
             CG8_MARK(kTraceExchanged);
         }
         if (!kWhole && t.passes == 0) fetch_next();
-        epilogue<kSplitTile>(loop, t, n0, amax, q);
+        epilogue<kSplitTile>(loop, t, n0, amax);
     }
 
     // f(b) with b the first column of the tile at n0 whose B scale is the next scale row (kBlockN: none). Where
@@ -201,13 +194,6 @@ struct MathWarpgroups {
     static constexpr bool kGroupShared = Cfg::kGroupCtas > 1;
     // This CTA's place among them: its tile is the group's rank-th (the cluster's CTAs are consecutive in x).
     __device__ __forceinline__ static uint32_t group_rank() { return blockIdx.x % Cfg::kGroupCtas; }
-    // e4m3 output of whole two-slab tiles one scale group wide (the normal layout): each warpgroup quantizes its
-    // first slab while the last k-block's MMAs of its second run, so that only the second's quantizing is left
-    // between the main loops (NOTES.md v42).
-    static constexpr bool kEarlyQuantize = Cfg::kOutFp8 && Cfg::kLayout == Layout::kNormal && Cfg::kUnitsPerWG == 2 &&
-                                           Cfg::kBlockN == 128 && Cfg::kSplits == 1 && !kGroupShared;
-    static constexpr uint32_t kGroupFrags = 128 / 8;  // the 8-column fragments of a scale group
-    using Quantized = typename Out::template Quantized<kGroupFrags>;
 
     // This thread's entries of tile t's (first pass's) B scales. (The row arithmetic repeats stage_b_scales': through
     // a shared helper, ptxas moved the main loops of kernels that do not prefetch, e4m3 at K = 16384 by an
@@ -252,36 +238,25 @@ struct MathWarpgroups {
         named_barrier_sync(1, Cfg::kMathThreads);
     }
 
-    // The output tile is rewritten only once the previous tile's TMA store has read it.
-    __device__ __forceinline__ static void free_tile_d(const Loop& loop) {
-        if (loop.store_thread) bulk_wait_group_read();
-        named_barrier_sync(1, Cfg::kMathThreads);
-    }
-
-    // e4m3 output: where tile t's row scales go (row m0 + r of its group's scale block at r), and in `valid` how
-    // many of its rows get one (rows past M, or past a masked group's count, stay as they are).
-    __device__ __forceinline__ float* fp8_scales(const Tile& t, uint32_t n0, uint32_t& valid) const {
-        const uint32_t m0 = t.m_block * Cfg::kBlockM;
-        valid = min(t.rows - m0, Cfg::kBlockM);
-        float* scale = d_scale + uint64_t(n0 / 128) * ld_scale + m0;
-        if constexpr (Tiles::kScalesPerGroup) scale += uint64_t(t.group) * Cfg::kScaleRowsB * ld_scale;
-        return scale;
-    }
-
     // The tile's sums out to D: by one TMA store, or by the math threads where only some rows (a masked
     // group's last block) or columns (a split tile's chunk) may be written.
     template <bool kSplitTile>
     __device__ __forceinline__ void epilogue(Loop& loop, const Tile& t, uint32_t n0,
-                                             const typename Out::RowValues& amax, Quantized& q) {
+                                             const typename Out::RowValues& amax) {
         const uint32_t row0 = tiles.a_row(t);
         const uint32_t m0 = t.m_block * Cfg::kBlockM;
         if constexpr (Tiles::kZeroRows) {  // rows that are no expert's
             if (tiles.zero_rows(t) != 0) Out::zero_rows(loop.sum, tiles.zero_rows(t));
         }
-        free_tile_d(loop);
+        // The output tile is rewritten only once the previous tile's TMA store has read it.
+        if (loop.store_thread) bulk_wait_group_read();
+        named_barrier_sync(1, Cfg::kMathThreads);
         if constexpr (Cfg::kOutFp8) {
-            uint32_t valid;
-            float* const scale = fp8_scales(t, n0, valid);
+            // Scales for rows of the tile below `valid` (rows past M, or past a masked group's count, stay as
+            // they are), at row m0 + r of the group's scale block.
+            const uint32_t valid = min(t.rows - m0, Cfg::kBlockM);
+            float* scale = d_scale + uint64_t(n0 / 128) * ld_scale + m0;
+            if constexpr (Tiles::kScalesPerGroup) scale += uint64_t(t.group) * Cfg::kScaleRowsB * ld_scale;
             if constexpr (kSplitTile) {  // this CTA's chunk, with the tile rows' amax; the first CTA writes the scales
                 static_assert(Cfg::kBlockN == 128, "a split tile is one scale group");
                 static_for<0, Cfg::kSplits>([&](auto chunk) {
@@ -292,11 +267,6 @@ struct MathWarpgroups {
             } else if constexpr (kGroupShared) {  // the group's first CTA writes the scales
                 Out::template write_rows<0, Cfg::kBlockN / 8>(loop.sum, amax, loop.smem_d_addr, scale,
                                                               group_rank() == 0 ? valid : 0u, wg, warp, lane);
-            } else if constexpr (kEarlyQuantize) {  // the first slab's rows are quantized already
-                typename Out::RowValues row_amax;
-                Out::template rows_amax<0, kGroupFrags, 1, 2>(loop.sum, row_amax);
-                Out::template quantize<0, kGroupFrags, 1, 2>(loop.sum, row_amax, q);
-                Out::template store_rows<0, kGroupFrags>(q, loop.smem_d_addr, scale, valid, wg, warp, lane);
             } else {
                 Out::write_tile_fp8(loop.sum, loop.smem_d_addr, scale, ld_scale, valid, wg, warp, lane);
             }
