@@ -21,10 +21,11 @@ struct MathWarpgroups {
     using Out = Epilogue<Cfg>;
     using Split = SplitExchange<Cfg>;
 
-    // Where the next tile's B scales are loaded during this tile (run()): bf16 output of the layouts that do not
-    // fetch tiles early. e4m3 output gained nothing from it and lost 2-4% on two shapes (NOTES.md v35); the weight
-    // gradient's B scales come with each stage.
-    static constexpr bool kPrefetchScales = !Tiles::kFetchEarly && !Cfg::kRowScalesB && !Cfg::kOutFp8;
+    // Where the next tile's B scales are loaded during this tile (run()): the layouts that do not fetch tiles
+    // early, but for e4m3 output in tiles of two slabs a warpgroup, which lost 0.5-2% with it (ptxas moved their
+    // epilogue: NOTES.md v35, v42); the weight gradient's B scales come with each stage.
+    static constexpr bool kPrefetchScales =
+        !Tiles::kFetchEarly && !Cfg::kRowScalesB && (!Cfg::kOutFp8 || Cfg::kUnitsPerWG == 1);
 
     // A pass's B scales as staged in shared memory: the tile's scale row of each k-block (then the next row's, where
     // the tile straddles two). Math thread i holds entries i, i + kMathThreads, ...
