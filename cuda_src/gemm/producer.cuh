@@ -41,7 +41,7 @@ struct Producer {
             const uint32_t kb_end = kRanged ? t.kb_end() : Cfg::kNumKBlocks;
 #pragma unroll 1
             for (uint32_t kb = kRanged ? t.kb_begin() : 0u; kb < kb_end; ++kb) {
-                mbar_wait_sleep(&sm.empty[ring.stage], ring.phase ^ 1);
+                mbar_wait(&sm.empty[ring.stage], ring.phase ^ 1);
                 uint64_t* bar = &sm.full[ring.stage];
 #ifdef CG8_PROBE_NO_LOADS  // benchmarks.ablation_probe only: the stage is declared full with nothing loaded
                 mbar_arrive(bar);
@@ -85,13 +85,13 @@ struct Producer {
         }
         if constexpr (Cfg::kShareB) {  // the stages of the peer tile's extra passes: passed through
             for (uint32_t i = tiles.pad_kblocks(t); i != 0; --i, ring.advance()) {
-                mbar_wait_sleep(&sm.empty[ring.stage], ring.phase ^ 1);
+                mbar_wait(&sm.empty[ring.stage], ring.phase ^ 1);
                 mbar_arrive(&sm.full[ring.stage]);
             }
         }
         if constexpr (RingWalk<Cfg>::kAlignStages) {
             for (; ring.stage != 0; ring.advance()) {  // stages this tile leaves unused: pass them through
-                mbar_wait_sleep(&sm.empty[ring.stage], ring.phase ^ 1);
+                mbar_wait(&sm.empty[ring.stage], ring.phase ^ 1);
                 mbar_arrive(&sm.full[ring.stage]);
             }
         }
