@@ -20,12 +20,12 @@ from .protocol import Timer
 from .tune import compile_all, dense_inputs, provenance_line
 
 
-TILE = re.compile(r"(\d+)x(\d+)(h)?(w)?(?:s(\d+))?(?:k(\d))?(?:r(\d+))?(c2)?(n)?")
+TILE = re.compile(r"(\d+)x(\d+)(h)?(?:s(\d+))?(?:k(\d))?(?:r(\d+))?(c2)?(n)?")
 PICK = re.compile(r"pick(?:r(\d+))?")
 
 
 def tile_config(tile: str, n: int, k: int, out_dtype: str, m: int | None = None):
-    """The configuration `tile` names ("BMxBN", "BMxBNsS" with S stages; "128x256h": column halves; "64x128w": column shares, two math warpgroups; "kS": K split over a cluster of S CTAs, B
+    """The configuration `tile` names ("BMxBN", "BMxBNsS" with S stages; "128x256h": column halves; "kS": K split over a cluster of S CTAs, B
     loaded evict-first, as decode picks are, unless a trailing "n" keeps B's default L2 policy; "rN": bands of N
     n-blocks; a trailing "c2": CTA pairs sharing A by multicast; "pick[rN]": the heuristic's at M) for the normal
     layout at N, K."""
@@ -37,14 +37,14 @@ def tile_config(tile: str, n: int, k: int, out_dtype: str, m: int | None = None)
         return with_band(heuristics.choose("normal", m, n, k, 1, 132, out_dtype).config, match[1])
     match = TILE.fullmatch(tile)
     if match is None:
-        raise SystemExit(f"tile {tile!r}: expected BMxBN[h][w][sSTAGES][kSPLIT][rRASTER][c2][n] or pick[rRASTER], e.g. "
+        raise SystemExit(f"tile {tile!r}: expected BMxBN[h][sSTAGES][kSPLIT][rRASTER][c2][n] or pick[rRASTER], e.g. "
                          "256x128, 128x256h, 128x128s4c2, 128x128k2, 64x128k2n or pickr16")
-    bm, bn, halves, shares, stages, split, raster, pairs, plain_b = (int(match[1]), int(match[2]), match[3], match[4],
-                                                                     match[5], match[6], match[7], match[8], match[9])
+    bm, bn, halves, stages, split, raster, pairs, plain_b = (int(match[1]), int(match[2]), match[3], match[4],
+                                                             match[5], match[6], match[7], match[8])
     if split and (pairs or not heuristics.can_split_k(bn, k, int(split))):
         raise SystemExit(f"{tile}: {bm}x{bn} cannot split K={k} {split} ways" + (" with pairs" if pairs else ""))
     cfg = heuristics.make_config("normal", n, k, 1, bm, bn, cluster=2 if pairs else 1, out_format=out_dtype,
-                                 col_halves=2 if halves else None, col_shares=2 if shares else 1,
+                                 col_halves=2 if halves else None,
                                  **({"split_k": int(split), "stream_b": not plain_b} if split else {}))
     return with_band(with_stages(cfg, int(stages or 0), tile, k), raster)
 
@@ -120,7 +120,7 @@ def main(argv=None) -> int:
             split = f" split {cfg.split_k}" if cfg.split_k > 1 else ""
             policy = " B evict-first" if cfg.stream_b else ""
             raster = f" r{cfg.raster_group}" if cfg.raster_group != heuristics.RASTER_GROUP else ""
-            name = f"{args.out_dtype} {cfg.block_m}x{cfg.block_n}{' 2wg' if cfg.col_shares > 1 else ''} s{cfg.stages}{split}{raster}{pairs}{policy} grid {grid}"
+            name = f"{args.out_dtype} {cfg.block_m}x{cfg.block_n} s{cfg.stages}{split}{raster}{pairs}{policy} grid {grid}"
             fns[name + (" (pick)" if cfg == pick.config else "")] = run
         for run in fns.values():
             run()

@@ -96,11 +96,6 @@ class KernelConfig:
         return self.out_format in ("float8_e4m3", "float8_e4m3_ue8m0")
 
     @property
-    def col_shares(self) -> int:
-        """2 where a 64-row tile has two math warpgroups, each computing half of its columns (can_share_cols)."""
-        return 2 if self.num_math_wg * 64 > self.block_m else 1
-
-    @property
     def wgrad(self) -> bool:
         """The weight gradient's kernel: 1x128 scales on B, K at run time, FP32 output added into D."""
         return self.out_format == WGRAD_OUT
@@ -234,14 +229,13 @@ def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0, tail_spl
 def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, block_n: int,
                 cluster: int = 1, tail_split: bool | None = None, split_k: int = 1,
                 stream_b: bool = False, out_format: str = "bfloat16", group_ctas: int = 1,
-                share_b: bool = False, col_halves: int | None = None, col_shares: int = 1) -> KernelConfig:
+                share_b: bool = False, col_halves: int | None = None) -> KernelConfig:
     """The configuration of one tile shape as the heuristic builds it (most stages that fit, one math
     warpgroup per 64-row tile, the widest output swizzle, the masked split where it pays, unless
     `tail_split` says otherwise; never with e4m3 output): for the heuristic itself, and for sweeps and
     tools that name a tile. `group_ctas` > 1 (e4m3 output, normal layout, unsplit): that many CTAs of a
     cluster hold a 128-column scale group's tiles (can_share_group). `share_b` (contiguous, cluster=2): the pair
-    shares B (can_share_b). A 128x256 tile is computed in column halves (`col_halves` 2: can_halve). `col_shares` 2:
-    a 64-row tile computed by two math warpgroups, each on half of its columns (can_share_cols)."""
+    shares B (can_share_b). A 128x256 tile is computed in column halves (`col_halves` 2: can_halve)."""
     fp8 = out_format != "bfloat16"  # e4m3 output: swizzle of its 1-byte rows
     if group_ctas != 1 and not (fp8 and layout == "normal" and can_share_group(block_n, group_ctas)
                                 and split_k == 1 and cluster == 1):
@@ -258,18 +252,12 @@ def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, bloc
         raise ValueError(f"col_halves={col_halves} needs 2, the normal or contiguous layout, a 128x256 tile, bf16 "
                          f"output, no split and no pairs but pairs sharing B; got {layout}, {block_m}x{block_n}, "
                          f"{out_format}, split_k={split_k}, cluster={cluster}, share_b={share_b}")
-    if col_shares != 1 and not (col_shares == 2 and can_share_cols(layout, block_m, block_n, out_format, split_k)
-                                and cluster == 1 and group_ctas == 1):
-        raise ValueError(f"col_shares={col_shares} needs 2, the normal layout, a 64-row tile whose width divides 128 "
-                         f"(at least 16), split K in multiples of 2 (required with e4m3 output), no pairs and no shared "
-                         f"scale group; got {layout}, {block_m}x{block_n}, {out_format}, split_k={split_k}, "
-                         f"cluster={cluster}, group_ctas={group_ctas}")
     if tail_split is None:
         tail_split = cluster == 1 and split_k == 1 and tail_split_for(layout, block_n, k)
     stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split,
                      record_slots_for(layout), split_k, fp8, group_ctas, share_b)
     return KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=block_m, block_n=block_n,
-                        stages=stages, num_math_wg=col_shares if block_m == 64 else 2,
+                        stages=stages, num_math_wg=1 if block_m == 64 else 2,
                         swizzle_d=swizzle_for(block_n, 1 if fp8 else 2), cluster=cluster, tail_split=tail_split,
                         split_k=split_k, stream_b=stream_b, out_format=out_format, group_ctas=group_ctas,
                         share_b=share_b, col_halves=col_halves)
@@ -280,16 +268,6 @@ def can_halve(layout: str, block_m: int, block_n: int, out_format: str) -> bool:
     layout with bf16 output, each math warpgroup's slab by two 128-column halves (256x128's registers and shared-
     memory traffic in 128-row tiles)."""
     return layout in ("normal", "contiguous") and block_m == 128 and block_n == 256 and out_format == "bfloat16"
-
-
-def can_share_cols(layout: str, block_m: int, block_n: int, out_format: str, split_k: int) -> bool:
-    """What column shares need (cuda_src/gemm/config.cuh, kColShares): a 64-row tile of the normal layout whose width
-    divides 128 (each warpgroup's half within one block of B's scales) and is at least 16, unsplit or split in
-    multiples of 2 (a chunk within one half); with e4m3 output 128 wide and split, so that each chunk's row amax is
-    one warpgroup's."""
-    fp8 = out_format != "bfloat16"
-    return (layout == "normal" and block_m == 64 and 16 <= block_n and 128 % block_n == 0
-            and (split_k % 2 == 0 or split_k == 1) and (not fp8 or (block_n == 128 and split_k > 1)))
 
 
 def can_share_b(layout: str, block_m: int, block_n: int) -> bool:

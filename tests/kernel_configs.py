@@ -40,13 +40,6 @@ SPLIT_AT_MIDDLE_EXPLICIT = [heuristics.make_config("contiguous", 2 * bn + 40, 64
 SHARE_B_EXPLICIT = [heuristics.make_config("contiguous", n, k, 5, 128, bn, cluster=2, share_b=True)
                     for bn, n, k in ((192, 400, 384), (160, 688, 640), (128, 256, 2048), (144, 1200, 384),
                                      (256, 600, 640))]
-# 64-row tiles of two math warpgroups, each on half the columns (tests/gpu/test_dense.py::test_column_shares):
-# (BLOCK_N, split, N, K).
-COLUMN_SHARES = ((64, 1, 200, 1040), (128, 1, 1000, 640), (32, 1, 96, 256), (128, 2, 520, 7168), (64, 4, 328, 1808),
-                 (128, 8, 1024, 2048), (128, 2, 264, 1024))
-COLUMN_SHARES_EXPLICIT = [cfg for bn, split, n, k in COLUMN_SHARES for cfg in (
-    heuristics.make_config("normal", n, k, 1, 64, bn, split_k=split, stream_b=split > 1, col_shares=2),
-    heuristics.make_config("normal", n, k, 1, 64, bn, split_k=split, stream_b=split > 1))]
 
 SPLIT_EXPLICIT = [heuristics.make_config("masked", bn, k, 3, bm, bn, tail_split=True)
                   for bm, bn, k in ((128, 128, 1024), (256, 128, 384), (64, 64, 256), (128, 144, 640))]
@@ -81,7 +74,7 @@ def picked_configs():
         configs.add(heuristics.make_config("normal", 8 * bn, 1040, 1, bm, bn, cluster=2))
     configs.add(heuristics.make_config("masked", 512, 1024, 3, 256, 128, cluster=2))
     # Contiguous tiles of every height over 64-row expert segments (tests/gpu/test_contiguous.py).
-    for cfg in CONTIGUOUS_EXPLICIT + SHARE_B_EXPLICIT + SPLIT_AT_MIDDLE_EXPLICIT + HALVES_EXPLICIT + COLUMN_SHARES_EXPLICIT:
+    for cfg in CONTIGUOUS_EXPLICIT + SHARE_B_EXPLICIT + SPLIT_AT_MIDDLE_EXPLICIT + HALVES_EXPLICIT:
         configs.add(cfg)
     # The masked split last wave at every tile height (tests/gpu/test_masked.py::test_masked_split_last_wave).
     for cfg in SPLIT_EXPLICIT + SPLIT_K_EXPLICIT:
@@ -113,11 +106,6 @@ def fp8_out_configs():
         for bm, split, n, k in ((64, 2, 208, 1040), (64, 4, 512, 1808), (64, 8, 1008, 7168), (128, 2, 384, 3008),
                                 (128, 4, 256, 1040)):
             configs.add(heuristics.make_config("normal", n, k, 1, bm, 128, split_k=split, stream_b=True, out_format=fmt))
-        # ... and in 64-row tiles of two warpgroups (tests/gpu/test_fp8_out.py::test_column_shares_fp8_out).
-        for split, n, k in ((2, 208, 1040), (4, 512, 1808), (8, 1008, 7168), (2, 384, 3008)):
-            for shares in (1, 2):
-                configs.add(heuristics.make_config("normal", n, k, 1, 64, 128, split_k=split, stream_b=True,
-                                                   out_format=fmt, col_shares=shares))
         # CTAs sharing a scale group (tests/gpu/test_fp8_out.py::test_group_shared_fp8_out).
         for bm, bn, n, k in GROUP_SHARED:
             configs.add(heuristics.make_config("normal", n, k, 1, bm, bn, stream_b=True, out_format=fmt,

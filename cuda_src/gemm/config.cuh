@@ -85,23 +85,15 @@ struct GemmConfig {
 
     // ------------------------------------------------------------------ tiles
     static constexpr uint32_t kSlabsPerTile = kBlockM / kSlabRows;  // 64-row slabs of a tile
-    // Column shares: 2 where a tile of one slab has two math warpgroups (kNumMathWG > kSlabsPerTile), each
-    // computing half of its columns. One warpgroup's MMA chain leaves the tensor cores half idle, so 64-row decode
-    // tiles ran 1.15x the time of 128-row ones of the same bytes (NOTES.md v43).
-    static constexpr uint32_t kColShares = kNumMathWG > kSlabsPerTile ? kNumMathWG / kSlabsPerTile : 1;
     // A unit: one slab's rows by kUnitN columns, one MMA chain. A math warpgroup computes kUnitsPerWG of them.
-    static constexpr uint32_t kUnitN = kBlockN / kColHalves / kColShares;
-    static constexpr uint32_t kUnitsPerWG = kSlabsPerTile * kColShares / kNumMathWG * kColHalves;
+    static constexpr uint32_t kUnitN = kBlockN / kColHalves;
+    static constexpr uint32_t kUnitsPerWG = kSlabsPerTile / kNumMathWG * kColHalves;
     // The slab (64-row block of the tile) of math warpgroup wg's w-th unit: interleaved, so that each pass of a
     // contiguous tile split between two experts at its middle has work for both warpgroups (NOTES.md v27).
-    __host__ __device__ static constexpr uint32_t slab(uint32_t wg, uint32_t w) {
-        return w / kColHalves * (kNumMathWG / kColShares) + wg / kColShares;
-    }
-    // The first column of math warpgroup wg's w-th unit in the tile.
-    __host__ __device__ static constexpr uint32_t unit_col(uint32_t wg, uint32_t w) {
-        return (w % kColHalves + wg % kColShares) * kUnitN;
-    }
-    static constexpr uint32_t kSlabStride = kSlabRows * kNumMathWG / kColShares;  // rows from a warpgroup's slab to its next
+    __host__ __device__ static constexpr uint32_t slab(uint32_t wg, uint32_t w) { return w / kColHalves * kNumMathWG + wg; }
+    // The first column of the w-th unit in the tile.
+    __host__ __device__ static constexpr uint32_t unit_col(uint32_t w) { return w % kColHalves * kUnitN; }
+    static constexpr uint32_t kSlabStride = kSlabRows * kNumMathWG;  // rows from a warpgroup's slab to its next
     // Rows from a warpgroup's first unit to its w-th.
     __host__ __device__ static constexpr uint32_t unit_row(uint32_t w) { return w / kColHalves * kSlabStride; }
     static constexpr uint32_t kNumKBlocks = (kShapeK + kBlockK - 1) / kBlockK;
@@ -124,18 +116,8 @@ struct GemmConfig {
     // fewer, filled in turn while TMA adds the others into D, to leave shared memory to the stage ring.
     static constexpr uint32_t kTileAtoms = kTileAtoms_ == 0 ? kNumAtoms : kTileAtoms_;
 
-    static_assert(kBlockM % kSlabRows == 0 && (kSlabsPerTile % kNumMathWG == 0 || kColShares == 2) && kUnitsPerWG >= 1,
-                  "BLOCK_M must be 64 x the math warpgroups x their slabs, or one slab of two warpgroups");
-    // Column shares: each warpgroup's half within one 128-column block of B's scales, and a split tile's column
-    // chunks each within one warpgroup's half. With e4m3 output the tile is split, so that a chunk's row amax goes
-    // to the peer CTAs from the one warpgroup holding it (an unsplit tile's two halves would need their own exchange).
-    static_assert(kColShares == 1 || (kColShares == 2 && kBlockM == kSlabRows && kNumMathWG == 2 &&
-                                      kLayout == Layout::kNormal && kColHalves == 1 && kMulticast == 1 &&
-                                      kGroupCtas == 1 && 128 % kBlockN == 0 && kUnitN % 8 == 0 &&
-                                      (kSplits == 1 || kSplits % kColShares == 0) && (!kOutFp8 || kSplits > 1)),
-                  "column shares: a 64-row tile of the normal layout with two math warpgroups, no column halves, "
-                  "multicast or shared scale group, BLOCK_N dividing 128, splits (required for e4m3 output) in "
-                  "multiples of 2");
+    static_assert(kBlockM % kSlabRows == 0 && kSlabsPerTile % kNumMathWG == 0 && kUnitsPerWG >= 1,
+                  "BLOCK_M must be 64 x the math warpgroups x their slabs");
     static_assert(kColHalves == 1 || (kColHalves == 2 && kBlockM == 128 && kBlockN == 256 && kNumMathWG == 2 &&
                                       (kLayout == Layout::kNormal || kLayout == Layout::kContiguous) &&
                                       kOutFormat == OutFormat::kBf16 && kSplits == 1 && (kMulticast == 1 || kShareB)),

@@ -50,7 +50,7 @@ struct Epilogue {
             const uint32_t row = Cfg::slab(wg, w) * 64 + warp * 16 + (lane / 8 % 2) * 8 + lane % 8;
 #pragma unroll
             for (uint32_t i = 0; i + 1 < Cfg::kUnitN / 8; i += 2) {
-                const uint32_t addr = tile_addr(base, row, Cfg::unit_col(wg, w) + (i + lane / 16) * 8);
+                const uint32_t addr = tile_addr(base, row, Cfg::unit_col(w) + (i + lane / 16) * 8);
                 stmatrix_x4(addr, pack_bf16x2(sum[w][i * 4 + 0], sum[w][i * 4 + 1]),
                             pack_bf16x2(sum[w][i * 4 + 2], sum[w][i * 4 + 3]),
                             pack_bf16x2(sum[w][i * 4 + 4], sum[w][i * 4 + 5]),
@@ -58,7 +58,7 @@ struct Epilogue {
             }
             if constexpr ((Cfg::kUnitN / 8) % 2 == 1) {
                 constexpr uint32_t i = Cfg::kUnitN / 8 - 1;
-                const uint32_t addr = tile_addr(base, row, Cfg::unit_col(wg, w) + i * 8);  // lanes 16..31: ignored
+                const uint32_t addr = tile_addr(base, row, Cfg::unit_col(w) + i * 8);  // lanes 16..31: ignored
                 stmatrix_x2(addr, pack_bf16x2(sum[w][i * 4 + 0], sum[w][i * 4 + 1]),
                             pack_bf16x2(sum[w][i * 4 + 2], sum[w][i * 4 + 3]));
             }
@@ -106,10 +106,7 @@ struct Epilogue {
         static_assert(Cfg::kOutBytes == 1 && Cfg::kSwizzleD == Cfg::kAtomBytes, "one swizzled atom of e4m3 a row");
         static_assert(kF0 * 8 / Cfg::kAtomCols == ((kF0 + kFrags) * 8 - 1) / Cfg::kAtomCols, "fragments of one atom");
         constexpr bool kUe8m0 = Cfg::kOutFormat == OutFormat::kE4m3Ue8m0;
-        // (Fragments count from this thread's unit, whose first column is ucol: nonzero with column shares.)
-        constexpr uint32_t kAtomCol0 = kF0 * 8 / Cfg::kAtomCols * Cfg::kAtomCols;
-        constexpr uint32_t kChunks = (Cfg::kAtomBytes < Cfg::kUnitN ? Cfg::kAtomBytes : Cfg::kUnitN) / 16;
-        const uint32_t ucol = Cfg::unit_col(wg, 0);
+        constexpr uint32_t kAtomCol0 = kF0 * 8 / Cfg::kAtomCols * Cfg::kAtomCols, kChunks = Cfg::kAtomBytes / 16;
         RowValues s, inv;
         bool fast = true;
 #pragma unroll
@@ -132,7 +129,7 @@ struct Epilogue {
         const uint32_t row0 = Cfg::slab(wg, 0) * 64 + warp * 16 + lane / 4;
         uint32_t chunk[kChunks];
 #pragma unroll
-        for (uint32_t c = 0; c < kChunks; ++c) chunk[c] = tile_addr(base, row0, ucol + kAtomCol0 + c * 16) + 2 * (lane % 4);
+        for (uint32_t c = 0; c < kChunks; ++c) chunk[c] = tile_addr(base, row0, kAtomCol0 + c * 16) + 2 * (lane % 4);
 #pragma unroll
         for (uint32_t w = 0; w < kUnits; ++w)
 #pragma unroll

@@ -104,7 +104,7 @@ struct MainLoop {
             float sa0, sa1;
             if constexpr (kPinnedBase) sa0 = ld_shared_f32(shared(sa + row)), sa1 = ld_shared_f32(shared(sa + row + 8));
             else sa0 = sa[row], sa1 = sa[row + 8];
-            const float sbu = Cfg::unit_col(wg, w) < 128 ? sb0 : sb1;  // the unit's first column's scale row
+            const float sbu = Cfg::unit_col(w) < 128 ? sb0 : sb1;  // the unit's first column's scale row
             scale[w][0] = sa0 * sbu, scale[w][1] = sa1 * sbu, scale[w][2] = sa0 * sb1, scale[w][3] = sa1 * sb1;
         }
     }
@@ -119,7 +119,7 @@ struct MainLoop {
         wgmma_fence();
         // Offsets in 16-byte descriptor units (every term a multiple of 16 bytes).
         const uint32_t a_off = st * (SmemLayout<Cfg>::kStageA / 16) + Cfg::slab(wg_mma, w) * (64 * kBlockK / 16);
-        const uint32_t b_off = st * (SmemLayout<Cfg>::kStageB / 16) + Cfg::unit_col(wg_mma, w) * (kBlockK / 16);
+        const uint32_t b_off = st * (SmemLayout<Cfg>::kStageB / 16) + Cfg::unit_col(w) * (kBlockK / 16);
 #pragma unroll
         for (uint32_t k = 0; k < kBlockK / 32; ++k)
             WgmmaFp8<Cfg::kUnitN>::mma(d, smem_desc_add(desc_a0, a_off + k * 2), smem_desc_add(desc_b0, b_off + k * 2), k);

@@ -147,8 +147,8 @@ struct MathWarpgroups {
             Split::exchange(loop, sm.split_ready, sm.split_received, t.split - 1, split_phase);
             if constexpr (Cfg::kOutFp8) {
                 static_for<0, Cfg::kSplits>([&](auto chunk) {
-                    if (chunk.value == t.split - 1 && Split::holds(wg, chunk.value))
-                        Out::template rows_amax<Split::first_frag(chunk.value), kChunkFrags>(loop.sum, amax);
+                    if (chunk.value == t.split - 1)
+                        Out::template rows_amax<chunk.value * kChunkFrags, kChunkFrags>(loop.sum, amax);
                 });
                 Split::exchange_amax(loop, amax, sm.split_ready, sm.amax_inbox, sm.split_amax, t.split - 1,
                                      split_phase);
@@ -261,8 +261,8 @@ struct MathWarpgroups {
             if constexpr (kSplitTile) {  // this CTA's chunk, with the tile rows' amax; the first CTA writes the scales
                 static_assert(Cfg::kBlockN == 128, "a split tile is one scale group");
                 static_for<0, Cfg::kSplits>([&](auto chunk) {
-                    if (chunk.value == t.split - 1 && Split::holds(wg, chunk.value))
-                        Out::template write_rows<Split::first_frag(chunk.value), kChunkFrags>(
+                    if (chunk.value == t.split - 1)
+                        Out::template write_rows<chunk.value * kChunkFrags, kChunkFrags>(
                             loop.sum, amax, loop.smem_d_addr, scale, chunk.value == 0 ? valid : 0u, wg, warp, lane);
                 });
             } else if constexpr (kGroupShared) {  // the group's first CTA writes the scales

@@ -22,21 +22,8 @@ struct SplitExchange {
     static constexpr uint32_t kSplits = Cfg::kSplits;
     static constexpr uint32_t kChunkGroups = Cfg::kBlockN / 8 / kSplits;        // 8-column fragments per chunk
     static constexpr uint32_t kChunkVecs = Cfg::kUnitsPerWG * kChunkGroups;     // a thread's 16-byte vectors per chunk
-    // The threads holding a chunk: every math thread, or with column shares (config.cuh) those of the one
-    // warpgroup whose half of the columns holds it.
-    static constexpr uint32_t kChunkHolders = Cfg::kMathThreads / Cfg::kColShares;
-    static constexpr uint32_t kInboxBytes = (kSplits - 1) * kChunkVecs * kChunkHolders * 16;
+    static constexpr uint32_t kInboxBytes = (kSplits - 1) * kChunkVecs * Cfg::kMathThreads * 16;
     static_assert(kInboxBytes == SmemLayout<Cfg>::kInbox, "the inbox is laid out in smem.cuh");
-
-    // The column share (0 without shares) that holds chunk c, and the chunk's first fragment among that share's.
-    __host__ __device__ static constexpr uint32_t holder(uint32_t c) {
-        return Cfg::kColShares == 1 ? 0u : c * Cfg::kColShares / kSplits;
-    }
-    __host__ __device__ static constexpr uint32_t first_frag(uint32_t c) {
-        return c * kChunkGroups - holder(c) * (Cfg::kUnitN / 8);
-    }
-    // Whether math warpgroup wg holds chunk c.
-    __device__ __forceinline__ static bool holds(uint32_t wg, uint32_t c) { return wg % Cfg::kColShares == holder(c); }
 
     // Before the tile's B scales are staged: the peers will push into this CTA's inbox, which overlays the
     // output tile, so the previous tile's TMA store must be done reading it (the staging barrier orders
@@ -64,13 +51,13 @@ struct SplitExchange {
     // Byte offset in an inbox of the slot for sender `from` (of the owner `to`), vector j, this thread.
     __device__ __forceinline__ static uint32_t slot(uint32_t from, uint32_t to, uint32_t j) {
         const uint32_t q = from < to ? from : from - 1;  // the owner has no slot for itself
-        return ((q * kChunkVecs + j) * kChunkHolders + threadIdx.x % kChunkHolders) * 16;
+        return ((q * kChunkVecs + j) * Cfg::kMathThreads + threadIdx.x) * 16;
     }
 
-    // Vector j of chunk c in this thread's sums: unit j / kChunkGroups, fragment first_frag(c) + j % kChunkGroups.
+    // Vector j of chunk c in this thread's sums: slab j / kChunkGroups, fragment c * kChunkGroups + j % kChunkGroups.
     template <class Loop>
     __device__ __forceinline__ static float* vec(Loop& loop, uint32_t c, uint32_t j) {
-        return &loop.sum[j / kChunkGroups][(first_frag(c) + j % kChunkGroups) * 4];
+        return &loop.sum[j / kChunkGroups][(c * kChunkGroups + j % kChunkGroups) * 4];
     }
 
     // The exchange, `phase`: the parity of this CTA's split tiles so far. Chunks are walked at compile
@@ -81,7 +68,7 @@ struct SplitExchange {
         mbar_wait(loop.shared(ready), phase);
         static_for<0, kSplits>([&](auto owner) {
             constexpr uint32_t c = owner.value;
-            if (c == rank || !holds(loop.wg, c)) return;
+            if (c == rank) return;
             const uint32_t inbox = map_shared_rank(loop.smem_d_addr, c);
             const uint32_t inbox_received = map_shared_rank(loop.shared(received), c);
 #pragma unroll
@@ -93,7 +80,7 @@ struct SplitExchange {
         mbar_wait(loop.shared(received), phase);
         static_for<0, kSplits>([&](auto owner) {
             constexpr uint32_t c = owner.value;
-            if (c != rank || !holds(loop.wg, c)) return;
+            if (c != rank) return;
 #pragma unroll
             for (uint32_t j = 0; j < kChunkVecs; ++j) {
                 float* f = vec(loop, c, j);
@@ -126,7 +113,7 @@ struct SplitExchange {
                                                          uint32_t rank, uint32_t phase) {
         const uint32_t row0 = Cfg::slab(loop.wg, 0) * 64 + loop.warp * 16 + loop.lane / 4;
         if constexpr (kSplits == 1) mbar_wait(loop.shared(ready), phase);  // (split tiles waited in exchange())
-        if (loop.lane % 4 == 0 && holds(loop.wg, rank)) {
+        if (loop.lane % 4 == 0) {
 #pragma unroll
             for (uint32_t peer = 0; peer < kPeers; ++peer) {
                 if (peer == rank) continue;

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hopper import requires_hopper
-from kernel_configs import COLUMN_SHARES, SPLIT_K_EXPLICIT, WIDE_BANDS, wide_band_configs
+from kernel_configs import SPLIT_K_EXPLICIT, WIDE_BANDS, wide_band_configs
 from problems import PROPERTY_SETTINGS, check_against_reference, make_dense, poisoned, quantize
 
 import cugemm8
@@ -176,28 +176,6 @@ def test_matmul_decode_shapes(m, n, k):
     check_against_reference(out, a, sa, b, sb, x, w)
     again = cugemm8.matmul(a, sa, b, sb)
     assert bool((again.view(cupy.uint16) == out.view(cupy.uint16)).all())
-
-
-# Column shares (KernelConfig.col_shares): a 64-row tile's two math warpgroups each compute half of its columns. Unsplit
-# and split over 2 to 8 CTAs (each chunk within one warpgroup's half), partial m-, n- and k-blocks, several tiles per
-# CTA (a grid of 2 clusters): right, and the bits of the one-warpgroup tile (the same sums in the same order).
-@pytest.mark.parametrize("case", zip(COLUMN_SHARES, (50, 64, 7, 1, 33, 64, 200), (None, 2, None, None, None, 8, 4)),
-                         ids=lambda c: "64x%ds%d_n%dk%d" % c[0])
-def test_column_shares(case):
-    (bn, split, n, k), m, grid = case
-    cfg = heuristics.make_config("normal", n, k, 1, 64, bn, split_k=split, stream_b=split > 1, col_shares=2)
-    assert (cfg.col_shares, cfg.num_math_wg) == (2, 2)
-    x, w, a, sa, b, sb = make_dense(m, n, k, seed=m + n + split)
-    sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
-    out, ref = poisoned((m, n)), poisoned((m, n))
-    run = fp8_gemm.bind(cfg, a, sa, b, sb, out, grid=grid)
-    run()
-    check_against_reference(out, a, sa, b, sb, x, w)
-    one = heuristics.make_config("normal", n, k, 1, 64, bn, split_k=split, stream_b=split > 1)
-    fp8_gemm.bind(one, a, sa, b, sb, ref, grid=grid)()
-    assert bool((out.view(cupy.uint16) == ref.view(cupy.uint16)).all()), "not the bits of one warpgroup's tile"
-    run()
-    assert bool((out.view(cupy.uint16) == ref.view(cupy.uint16)).all()), "not repeatable"
 
 
 @pytest.mark.parametrize("bm, bn, split", [(64, 64, 1), (128, 32, 2), (64, 96, 4), (256, 128, 1)])

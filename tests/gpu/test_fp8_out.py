@@ -108,25 +108,9 @@ def test_split_k_fp8_out(bm, split, m, n, k, scale_format):
     check_config(cfg, m, scale_format, seed=bm + split + m)
 
 
-@pytest.mark.parametrize("scale_format", FORMATS)
-@pytest.mark.parametrize("split,m,n,k", [(2, 3, 208, 1040), (4, 64, 520 - 8, 1808), (8, 1, 1008, 7168),
-                                         (2, 200, 384, 3008)])
-def test_column_shares_fp8_out(split, m, n, k, scale_format):
-    """Split K with e4m3 output in 64-row tiles of two math warpgroups (column shares: each CTA's chunk and its row
-    amax within one warpgroup's half); the bits of the one-warpgroup tile."""
-    fmt = "float8_e4m3" if scale_format == "float32" else "float8_e4m3_ue8m0"
-    cfg = heuristics.make_config("normal", n, k, 1, 64, 128, split_k=split, stream_b=True, out_format=fmt,
-                                 col_shares=2)
-    q, s = check_config(cfg, m, scale_format, seed=split + m)
-    one = heuristics.make_config("normal", n, k, 1, 64, 128, split_k=split, stream_b=True, out_format=fmt)
-    q1, s1 = check_config(one, m, scale_format, seed=split + m)
-    assert bool((q1 == q).all()) and bool((s1.view(cupy.uint32) == s.view(cupy.uint32)).all()), \
-        "not the bits of one warpgroup's tile"
-
-
 def check_config(cfg, m, scale_format, seed):
     """`cfg` (a normal-layout e4m3 configuration) on an M x cfg.n x cfg.k problem: against the reference, and
-    bitwise the same on a repeat. Returns the output and its scales."""
+    bitwise the same on a repeat."""
     n, k = cfg.n, cfg.k
     _, _, a, sa, b, sb = make_dense(m, n, k, seed=seed)
     sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
@@ -137,7 +121,6 @@ def check_config(cfg, m, scale_format, seed):
     q1, s1 = q.copy(), s.copy()
     run()
     assert bool((q1 == q).all()) and bool((s1.view(cupy.uint32) == s.view(cupy.uint32)).all()), "not repeatable"
-    return q, s
 
 
 @pytest.mark.parametrize("scale_format", FORMATS)
