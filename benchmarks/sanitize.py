@@ -147,6 +147,8 @@ EDGE_CASES = [
     {"name": "edge e4m3 out groups shared by 4 CTAs, UE8M0 (128x32, M=129, N=96)", "layout": "normal", "m": 129,
      "n": 96, "k": 1808, "force": (128, 32), "group_ctas": 4, "out_dtype": "float8_e4m3", "scale_format": "ue8m0",
      "a_scale": "aligned"},
+    {"name": "edge e4m3 out 256x128 tiles, several a CTA (B scales staged by a producer warp)", "layout": "normal",
+     "m": 600, "n": 640, "k": 1040, "force": (256, 128), "num_sms": 4, "out_dtype": "float8_e4m3", "a_scale": "aligned"},
     {"name": "edge e4m3 out dense M=200 (heuristic)", "layout": "normal", "m": 200, "n": 992, "k": 1040,
      "out_dtype": "float8_e4m3", "a_scale": "rowmajor"},
     {"name": "edge e4m3 out masked empty/full groups", "layout": "masked", "groups": 4, "max_m": 100, "n": 256,

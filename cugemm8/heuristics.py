@@ -109,7 +109,8 @@ class KernelConfig:
         if self.wgrad:
             return wgrad_smem_bytes(self.block_m, self.block_n, self.stages, self.k_groups, self.swizzle_d, self.d_atoms)
         return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups, self.tail_split,
-                          self.record_slots, self.split_k, self.out_fp8, self.group_ctas, self.share_b)
+                          self.record_slots, self.split_k, self.out_fp8, self.group_ctas, self.share_b,
+                          scales_by_warp(self.layout, self.block_m, self.num_math_wg, self.out_fp8, self.k))
 
     @property
     def cluster_dims(self) -> int:
@@ -158,14 +159,15 @@ def ceil_div(a: int, b: int) -> int:
 
 def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: int = 0,
                tail_split: bool = False, record_slots: int = 0, split_k: int = 1, out_fp8: bool = False,
-               group_ctas: int = 1, share_b: bool = False) -> int:
+               group_ctas: int = 1, share_b: bool = False, by_warp: bool = False) -> int:
     """Bytes of the kernel's shared-memory map (cuda_src/gemm/smem.cuh; every rendered kernel asserts the
     two agree): the D tile, or a split tile's inbox where larger; per stage A, B and A's scales; the
     tile's B scales (every k-block, one or two scale rows, 16-byte rounded); the masked layout's rows and
     running tile totals per group, or the contiguous layout's ring of tile records (16-byte rounded; pairs
     sharing B add the peer tile's pass count);
     2 barriers a stage, 2 more for split tiles (or CTAs sharing a scale group), 2 per record slot; with
-    e4m3 output those add their peers' row amax and its barrier."""
+    e4m3 output those add their peers' row amax and its barrier; with `by_warp` (scales_by_warp) 2 barriers for
+    the B scales."""
     splits = 2 if tail_split else split_k
     peers = splits if splits > 1 else group_ctas   # CTAs of a cluster that exchange (kExchangeCtas)
     inbox = (splits - 1) * block_m * (block_n // splits) * 4
@@ -176,7 +178,13 @@ def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: i
         rows = -(-(record_slots * (block_m // 64 + block_m // 32 + share_b) * 4) // 16) * 16 + record_slots * 16
     amax = (peers - 1) * block_m * 4 + 8 if out_fp8 and peers > 1 else 0
     return (max(block_m * block_n * 2, inbox) + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16)
-            + sb + rows + (16 if peers > 1 else 0) + amax)
+            + sb + rows + (16 if peers > 1 else 0) + amax + (16 if by_warp else 0))
+
+
+def scales_by_warp(layout: str, block_m: int, num_math_wg: int, out_fp8: bool, k: int) -> bool:
+    """Whether a producer warp stages each tile's B scales (cuda_src/gemm/config.cuh, kScalesByWarp): the normal
+    layout's e4m3 tiles of two 64-row slabs a math warpgroup and at most 16 k-blocks (NOTES.md v43)."""
+    return layout == "normal" and out_fp8 and block_m // 64 > num_math_wg and ceil_div(k, BLOCK_K) <= 16
 
 
 def can_split_tail(block_n: int, k: int) -> bool:
@@ -217,11 +225,11 @@ def block_n_candidates(block_m: int) -> list[int]:
 
 def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0, tail_split: bool = False,
             record_slots: int = 0, split_k: int = 1, out_fp8: bool = False, group_ctas: int = 1,
-            share_b: bool = False) -> int:
+            share_b: bool = False, by_warp: bool = False) -> int:
     limit = min(MAX_STAGES, max(1, ceil_div(ceil_div(k, BLOCK_K), split_k)))  # a CTA's k-blocks fill the ring
     for s in range(limit, 0, -1):
         if smem_bytes(block_m, block_n, s, k, masked_groups, tail_split, record_slots, split_k,
-                      out_fp8, group_ctas, share_b) <= SMEM_CAPACITY:
+                      out_fp8, group_ctas, share_b, by_warp) <= SMEM_CAPACITY:
             return s
     return 0
 
@@ -255,7 +263,8 @@ def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, bloc
     if tail_split is None:
         tail_split = cluster == 1 and split_k == 1 and tail_split_for(layout, block_n, k)
     stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split,
-                     record_slots_for(layout), split_k, fp8, group_ctas, share_b)
+                     record_slots_for(layout), split_k, fp8, group_ctas, share_b,
+                     scales_by_warp(layout, block_m, 1 if block_m == 64 else 2, fp8, k))
     return KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=block_m, block_n=block_n,
                         stages=stages, num_math_wg=1 if block_m == 64 else 2,
                         swizzle_d=swizzle_for(block_n, 1 if fp8 else 2), cluster=cluster, tail_split=tail_split,

@@ -105,6 +105,12 @@ struct GemmConfig {
     // registers allow: one slab per warpgroup and 3 x kBlockN/2 live FP32 registers. B's per-column scales
     // (kBlockN/4 registers) leave room for one set only.
     static constexpr uint32_t kAccSets = (kUnitsPerWG == 1 && kBlockN <= 128 && !kRowScalesB) ? 2 : 1;
+    // B's block scales staged for each tile by a producer warp (loaded during the tile before, stored once the math
+    // warpgroups are past its main loop): the normal layout's e4m3 tiles of two slabs a warpgroup, where the math
+    // threads' own prefetch of them moved the epilogue, and of at most 16 k-blocks, where a tile's staging is not
+    // negligible (NOTES.md v42, v43; heuristics.scales_by_warp agrees). Elsewhere the math threads stage them (math.cuh).
+    static constexpr bool kScalesByWarp =
+        kLayout == Layout::kNormal && kOutFp8 && kUnitsPerWG > 1 && kNumKBlocks <= 16;
 
     // ------------------------------------------------------------------ output tile in shared memory
     // kBlockN columns split into atoms of kAtomBytes per row (the TMA swizzle span), each atom kBlockM

@@ -44,6 +44,10 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
             mbar_init(sm.split_received, 1);              // this CTA's expect_tx, then the peers' bytes
             if constexpr (Cfg::kOutFp8) mbar_init(sm.split_amax, 1);  // likewise, for the row amax
         }
+        if constexpr (Cfg::kScalesByWarp) {
+            mbar_init(sm.sb_full, 32);  // every lane of the staging warp
+            mbar_init(sm.sb_empty, Cfg::kMathThreads);  // every math thread, past the tile's main loop
+        }
         fence_barrier_init();
         fence_proxy_async_smem();
     }
@@ -73,7 +77,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
     if (wg == Cfg::kNumMathWG) {
         setmaxnreg_dec<40>();
         const uint32_t tx_bytes = SmemLayout<Cfg>::stage_tx_bytes(Tiles::rows_a_landing(m));
-        Producer<Cfg>{tmap_a, tmap_b, tmap_sa, tmap_sb, sm, tiles, ring, cta_rank, tx_bytes}.run(tid, warp, lane);
+        Producer<Cfg>{tmap_a, tmap_b, tmap_sa, tmap_sb, sb, sm, tiles, ring, cta_rank, tx_bytes}.run(tid, warp, lane);
     } else {
         setmaxnreg_inc<Cfg::kNumMathWG == 1 ? 240 : 232>();
         MathWarpgroups<Cfg>{tmap_d, sb, d, ldd, d_scale, ld_scale, sm, tiles, ring, wg, tid, warp, lane}.run();

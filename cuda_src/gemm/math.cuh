@@ -44,6 +44,7 @@ struct MathWarpgroups {
     Tiles& tiles;                 // the tile walk (the kernel's)
     RingPosition<Cfg>& ring;      // the position in the stage ring (the kernel's)
     uint32_t wg, tid, warp, lane;
+    uint32_t tiles_done = 0;      // kScalesByWarp: this CTA's tiles so far (the phase of the B scales' barriers)
 
     // Every tile of this CTA in the policy's order; then the output's last TMA stores must complete.
     // The registers (accumulators, sums) are locals here, lent to the main loop: held in a struct, ptxas
@@ -107,8 +108,11 @@ struct MathWarpgroups {
             // Slabs of this warpgroup in the pass. The warp reduction tells ptxas the value is warp-uniform:
             // branches on it then keep the wgmma descriptors on the uniform datapath (NOTES.md v8).
             const uint32_t slabs = kWhole ? Loop::kAllUnits : __reduce_or_sync(~0u, tiles.active_slabs(t, pass, wg));
-            if constexpr (!Cfg::kRowScalesB)  // 1x128 B scales come with each stage instead
+            if constexpr (Cfg::kScalesByWarp) {  // staged by a producer warp (producer.cuh)
+                mbar_wait(sm.sb_full, tiles_done & 1);
+            } else if constexpr (!Cfg::kRowScalesB) {  // 1x128 B scales come with each stage instead
                 stage_b_scales<kSplitTile>(first_pass, group, n0, loop.store_thread, first_pass ? staged : nullptr);
+            }
             CG8_MARK(kTraceStaged);
             if constexpr (kSplitTile) Split::signal_ready(sm.split_ready, sm.split_received, sm.split_amax, t.split - 1);
             else if constexpr (kGroupShared) Split::signal_ready(sm.split_ready, sm.split_received, sm.split_amax, group_rank());
@@ -252,6 +256,10 @@ struct MathWarpgroups {
         // The output tile is rewritten only once the previous tile's TMA store has read it.
         if (loop.store_thread) bulk_wait_group_read();
         named_barrier_sync(1, Cfg::kMathThreads);
+        if constexpr (Cfg::kScalesByWarp) {  // this thread is past the main loop: the B scales may go
+            mbar_arrive(sm.sb_empty);
+            ++tiles_done;
+        }
         if constexpr (Cfg::kOutFp8) {
             // Scales for rows of the tile below `valid` (rows past M, or past a masked group's count, stay as
             // they are), at row m0 + r of the group's scale block.

@@ -1,7 +1,8 @@
 // The producer warpgroup. Its first thread issues every TMA load: per k-block, A's tile and its scales
 // (multicast to both CTAs of a pair when kMulticast == 2), B's tile (with kShareB, the pair's B, half from
 // each CTA, multicast to both), and with 1x128 B scales (the weight gradient) B's scales, all landing on the
-// stage's `full` barrier. Its second warp publishes the contiguous layout's tile records (record_ring.cuh).
+// stage's `full` barrier. Its second warp publishes the contiguous layout's tile records (record_ring.cuh), or
+// with kScalesByWarp stages each tile's B scales (stage_scales).
 #pragma once
 #include "ring.cuh"
 #include "smem.cuh"
@@ -20,6 +21,7 @@ struct Producer {
     const CUtensorMap& tmap_b;
     const CUtensorMap& tmap_sa;
     const CUtensorMap& tmap_sb;  // 1x128 B scales (kRowScalesB); the forward kernels pass tmap_sa, unused
+    const float* __restrict__ sb;  // B's 128x128 block scales (kScalesByWarp)
     const SharedMemory<Cfg> sm;
     Tiles& tiles;               // the tile walk (the kernel's)
     RingPosition<Cfg>& ring;    // the position in the stage ring (the kernel's)
@@ -98,9 +100,44 @@ struct Producer {
         CG8_MARK(kTraceLoadsDone);
     }
 
+    // kScalesByWarp: each tile's B scales (laid out as math.cuh's stage_b_scales does) into registers while the
+    // tile before runs, then into shared memory once the math warpgroups are past that tile's main loop, then
+    // every lane arrives on `sb_full`. The normal layout's tile walk is arithmetic, so this warp walks it alone.
+    __device__ __forceinline__ void stage_scales(uint32_t lane) {
+        constexpr uint32_t kStaged = Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile, kPerLane = (kStaged + 31) / 32;
+        float v[kPerLane];
+        Tile t;
+        auto load = [&] {
+            const uint32_t sb_row = t.n_block * Cfg::kBlockN / 128;
+            const float* row0 = sb + sb_row * Cfg::kNumKBlocks;
+            const float* row1 = sb + min(sb_row + 1, Cfg::kScaleRowsB - 1) * Cfg::kNumKBlocks;
+#pragma unroll
+            for (uint32_t j = 0; j < kPerLane; ++j) {
+                const uint32_t i = lane + 32 * j;
+                if (i < kStaged) v[j] = __ldg(i < Cfg::kNumKBlocks ? row0 + i : row1 + (i - Cfg::kNumKBlocks));
+            }
+        };
+        bool more = tiles.next(t);
+        if (more) load();
+#pragma unroll 1
+        for (uint32_t n = 0; more; ++n) {
+            mbar_wait(sm.sb_empty, (n & 1) ^ 1);  // the math warpgroups are past tile n - 1's main loop
+#pragma unroll
+            for (uint32_t j = 0; j < kPerLane; ++j)
+                if (lane + 32 * j < kStaged) sm.sb[lane + 32 * j] = v[j];
+            mbar_arrive(sm.sb_full);
+            more = tiles.next(t);
+            if (more) load();
+        }
+    }
+
     // The TMA thread (tid 0) loads every tile of this CTA in the policy's order.
     __device__ __forceinline__ void run(uint32_t tid, uint32_t warp, uint32_t lane) {
         tiles.run_record_warp(warp, lane);
+        if constexpr (Cfg::kScalesByWarp) {
+            static_assert(Cfg::kLayout == Layout::kNormal, "the scale warp walks the normal layout's tiles");
+            if (warp == 1) stage_scales(lane);
+        }
         Tile t, next_t;
         if constexpr (Tiles::kFetchEarly) {
             bool more = tid == 0 && tiles.next(t);

@@ -14,7 +14,8 @@
 // over their tiles, for CTAs sharing a scale group).
 // Layout words: the tile policy's (masked: rows and tile totals per group; contiguous: the record ring).
 // Barriers: full and empty per stage; `ready` and `received` for a split tile's exchange (and `amax` with
-// e4m3 output; CTAs sharing a scale group use `ready` and `amax`); the policy's.
+// e4m3 output; CTAs sharing a scale group use `ready` and `amax`); with kScalesByWarp, the B scales' full and
+// empty; the policy's.
 #pragma once
 #include "config.cuh"
 #include "scheduler.cuh"
@@ -40,6 +41,7 @@ struct SmemLayout {
     }
     static constexpr uint32_t kScalesB =
         Cfg::kRowScalesB ? 0 : (Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile * 4 + 15) / 16 * 16;
+    static constexpr uint32_t kScaleBarriers = Cfg::kScalesByWarp ? 2 : 0;
     static constexpr uint32_t kSplitBarriers = Cfg::kExchangeCtas > 1 ? (Cfg::kOutFp8 ? 3 : 2) : 0;
     // A split tile's inbox: (kSplits - 1) peers' partial sums of this CTA's column chunk, FP32.
     static constexpr uint32_t kInbox = (Cfg::kSplits - 1) * Cfg::kBlockM * (Cfg::kBlockN / Cfg::kSplits) * 4;
@@ -54,7 +56,8 @@ struct SmemLayout {
     static constexpr uint32_t kOffAmax = kOffSB + kScalesB;
     static constexpr uint32_t kOffWords = kOffAmax + kAmaxInbox;
     static constexpr uint32_t kOffBarriers = kOffWords + Tiles::kSmemWordBytes;
-    static constexpr uint32_t kBytes = kOffBarriers + 8 * (2 * Cfg::kStages + kSplitBarriers + Tiles::kRingBarriers);
+    static constexpr uint32_t kBytes =
+        kOffBarriers + 8 * (2 * Cfg::kStages + kSplitBarriers + kScaleBarriers + Tiles::kRingBarriers);
 
     static_assert(kOffA % 1024 == 0 && kStageA % 1024 == 0 && kStageB % 1024 == 0,
                   "swizzled stages must stay 1024-byte aligned");
@@ -80,6 +83,8 @@ struct SharedMemory {
     uint64_t* split_received;  // split tiles: the peers' partial sums have landed
     uint64_t* split_amax;      // split tiles with e4m3 output: the peers' row amax have landed
     float* amax_inbox;         // split tiles with e4m3 output: [peer slot][row] amax over the peer's chunk
+    uint64_t* sb_full;         // kScalesByWarp: the producer warp has staged a tile's B scales
+    uint64_t* sb_empty;        // ... and the math warpgroups are past that tile's main loop
     uint64_t* ring_barriers;   // the tile policy's
 
     __device__ __forceinline__ explicit SharedMemory(uint8_t* smem)
@@ -90,7 +95,8 @@ struct SharedMemory {
           full(reinterpret_cast<uint64_t*>(smem + Map::kOffBarriers)), empty(full + Cfg::kStages),
           split_ready(empty + Cfg::kStages), split_received(split_ready + 1), split_amax(split_ready + 2),
           amax_inbox(reinterpret_cast<float*>(smem + Map::kOffAmax)),
-          ring_barriers(full + 2 * Cfg::kStages + Map::kSplitBarriers) {}
+          sb_full(empty + Cfg::kStages + Map::kSplitBarriers), sb_empty(sb_full + 1),
+          ring_barriers(full + 2 * Cfg::kStages + Map::kSplitBarriers + Map::kScaleBarriers) {}
 };
 
 }  // namespace cg8
