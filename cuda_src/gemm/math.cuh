@@ -44,7 +44,6 @@ struct MathWarpgroups {
     Tiles& tiles;                 // the tile walk (the kernel's)
     RingPosition<Cfg>& ring;      // the position in the stage ring (the kernel's)
     uint32_t wg, tid, warp, lane;
-    uint32_t tiles_done = 0;      // kScalesByWarp: this CTA's tiles so far (the phase of the B scales' barriers)
 
     // Every tile of this CTA in the policy's order; then the output's last TMA stores must complete.
     // The registers (accumulators, sums) are locals here, lent to the main loop: held in a struct, ptxas
@@ -55,14 +54,17 @@ struct MathWarpgroups {
         float sum[Cfg::kUnitsPerWG][Loop::kFrag];
         Loop loop(sm, ring, acc, sum, wg, tid, warp, lane);
         uint32_t split_phase = 0;  // the parity of this CTA's split tiles so far (their exchange barriers)
+        uint32_t scale_phase = 0;  // kScalesByWarp: the parity of this CTA's tiles so far (the B scales' barriers)
         if constexpr (Tiles::kFetchEarly) {
             bool more = tiles.next(t);
             while (more) {
                 tiles.template decode<true>(t);
                 auto fetch_next = [&] { more = tiles.next(next_t); };  // its loads overlap the main loop
                 // (The reduction makes the branch warp-uniform to ptxas: see `slabs` in work_tile.)
-                if (__reduce_or_sync(~0u, t.whole() ? 1u : 0u)) work_tile<false, true>(loop, t, fetch_next, split_phase);
-                else work_tile<false, false>(loop, t, fetch_next, split_phase);
+                if (__reduce_or_sync(~0u, t.whole() ? 1u : 0u))
+                    work_tile<false, true>(loop, t, fetch_next, split_phase, scale_phase);
+                else
+                    work_tile<false, false>(loop, t, fetch_next, split_phase, scale_phase);
                 t = next_t;
             }
         } else if constexpr (kPrefetchScales) {
@@ -77,15 +79,15 @@ struct MathWarpgroups {
                     more = tiles.next(next_t);
                     if (more) load_b_scales(staged, next_t);
                 };
-                work_tile<(Cfg::kSplitK > 1), true>(loop, t, [] {}, split_phase, prefetch, &staged);
+                work_tile<(Cfg::kSplitK > 1), true>(loop, t, [] {}, split_phase, scale_phase, prefetch, &staged);
                 t = next_t;
             }
             if constexpr (Cfg::kTailSplit)
-                if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_phase);
+                if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_phase, scale_phase);
         } else {
-            while (tiles.next(t)) work_tile<(Cfg::kSplitK > 1), true>(loop, t, [] {}, split_phase);
+            while (tiles.next(t)) work_tile<(Cfg::kSplitK > 1), true>(loop, t, [] {}, split_phase, scale_phase);
             if constexpr (Cfg::kTailSplit)
-                if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_phase);
+                if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_phase, scale_phase);
         }
         if (loop.store_thread) bulk_wait_group0();
     }
@@ -96,7 +98,8 @@ struct MathWarpgroups {
     // kSplitTile: a split tile (split K, or a tail() tile); kWhole: t.whole(), one pass of every slab.
     template <bool kSplitTile, bool kWhole, class FetchNext, class BeforeEpilogue = Nothing>
     __device__ __forceinline__ void work_tile(Loop& loop, const Tile& t, FetchNext&& fetch_next, uint32_t& split_phase,
-                                              BeforeEpilogue&& before_epilogue = {}, const BScales* staged = nullptr) {
+                                              uint32_t& scale_phase, BeforeEpilogue&& before_epilogue = {},
+                                              const BScales* staged = nullptr) {
         const uint32_t n0 = t.n_block * Cfg::kBlockN;
         CG8_MARK(kTraceTile, (kSplitTile ? t.split << 28 : 0u) | (t.n_block << 16) | t.m_block);
         loop.clear_sums();
@@ -109,7 +112,7 @@ struct MathWarpgroups {
             // branches on it then keep the wgmma descriptors on the uniform datapath (NOTES.md v8).
             const uint32_t slabs = kWhole ? Loop::kAllUnits : __reduce_or_sync(~0u, tiles.active_slabs(t, pass, wg));
             if constexpr (Cfg::kScalesByWarp) {  // staged by a producer warp (producer.cuh)
-                mbar_wait(sm.sb_full, tiles_done & 1);
+                mbar_wait(sm.sb_full, scale_phase);
             } else if constexpr (!Cfg::kRowScalesB) {  // 1x128 B scales come with each stage instead
                 stage_b_scales<kSplitTile>(first_pass, group, n0, loop.store_thread, first_pass ? staged : nullptr);
             }
@@ -168,6 +171,7 @@ struct MathWarpgroups {
         }
         if (!kWhole && t.passes == 0) fetch_next();
         epilogue<kSplitTile>(loop, t, n0, amax);
+        if constexpr (Cfg::kScalesByWarp) scale_phase ^= 1;
     }
 
     // f(b) with b the first column of the tile at n0 whose B scale is the next scale row (kBlockN: none). Where
@@ -256,10 +260,7 @@ struct MathWarpgroups {
         // The output tile is rewritten only once the previous tile's TMA store has read it.
         if (loop.store_thread) bulk_wait_group_read();
         named_barrier_sync(1, Cfg::kMathThreads);
-        if constexpr (Cfg::kScalesByWarp) {  // this thread is past the main loop: the B scales may go
-            mbar_arrive(sm.sb_empty);
-            ++tiles_done;
-        }
+        if constexpr (Cfg::kScalesByWarp) mbar_arrive(sm.sb_empty);  // past the main loop: the B scales may go
         if constexpr (Cfg::kOutFp8) {
             // Scales for rows of the tile below `valid` (rows past M, or past a masked group's count, stay as
             // they are), at row m0 + r of the group's scale block.
