@@ -102,15 +102,17 @@ struct Producer {
 
     // kScalesByWarp: each tile's B scales (laid out as math.cuh's stage_b_scales does) into registers while the
     // tile before runs, then into shared memory once the math warpgroups are past that tile's main loop, then
-    // every lane arrives on `sb_full`. The normal layout's tile walk is arithmetic, so this warp walks it alone.
+    // every lane arrives on `sb_full`. (The layouts it serves, config.cuh, walk their tiles by arithmetic, so this
+    // warp walks them alone; their tiles are whole, one pass.)
     __device__ __forceinline__ void stage_scales(uint32_t lane) {
         constexpr uint32_t kStaged = Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile, kPerLane = (kStaged + 31) / 32;
         float v[kPerLane];
         Tile t;
         auto load = [&] {
-            const uint32_t sb_row = t.n_block * Cfg::kBlockN / 128;
+            const uint32_t first = uint32_t(tiles.pass_group(t, 0)) * Cfg::kScaleRowsB;
+            const uint32_t sb_row = first + t.n_block * Cfg::kBlockN / 128;
             const float* row0 = sb + sb_row * Cfg::kNumKBlocks;
-            const float* row1 = sb + min(sb_row + 1, Cfg::kScaleRowsB - 1) * Cfg::kNumKBlocks;
+            const float* row1 = sb + min(sb_row + 1, first + Cfg::kScaleRowsB - 1) * Cfg::kNumKBlocks;
 #pragma unroll
             for (uint32_t j = 0; j < kPerLane; ++j) {
                 const uint32_t i = lane + 32 * j;
@@ -134,10 +136,8 @@ struct Producer {
     // The TMA thread (tid 0) loads every tile of this CTA in the policy's order.
     __device__ __forceinline__ void run(uint32_t tid, uint32_t warp, uint32_t lane) {
         tiles.run_record_warp(warp, lane);
-        if constexpr (Cfg::kScalesByWarp) {
-            static_assert(Cfg::kLayout == Layout::kNormal, "the scale warp walks the normal layout's tiles");
+        if constexpr (Cfg::kScalesByWarp)
             if (warp == 1) stage_scales(lane);
-        }
         Tile t, next_t;
         if constexpr (Tiles::kFetchEarly) {
             bool more = tid == 0 && tiles.next(t);
