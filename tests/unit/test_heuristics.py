@@ -1,5 +1,7 @@
 """CPU tier: the heuristic's choices: known good tiles, the hardware's limits, and its picks against
 a measured sweep."""
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -318,3 +320,18 @@ def test_no_cta_pairs_on_one_sm():
     # hypothesis found contiguous experts that share B by CTA pairs chosen for a single SM: a grid of 0
     plan = heuristics.choose("contiguous", 4096, 8, 4096, 16, 1)
     assert plan.grid == 1 and plan.config.cluster == 1
+
+
+def test_scales_by_warp():
+    """A producer warp stages the B scales (config.cuh kScalesByWarp) of the normal layout's e4m3 tiles of two slabs
+    a math warpgroup at K <= 2048 only, and their shared memory counts its two barriers (16 bytes)."""
+    e4m3 = heuristics.choose("normal", 4096, 32768, 512, 1, 132, "float8_e4m3").config
+    assert (e4m3.block_m, e4m3.block_n) == (256, 128)
+    assert heuristics.scales_by_warp(e4m3.layout, e4m3.block_m, e4m3.num_math_wg, e4m3.out_fp8, e4m3.k)
+    assert e4m3.smem_bytes == dataclasses.replace(e4m3, out_format="bfloat16").smem_bytes + 16
+    assert heuristics.scales_by_warp("normal", 256, 2, True, 2048)
+    assert not heuristics.scales_by_warp("normal", 256, 2, True, 2049)    # 17 k-blocks: the math threads stage them
+    assert not heuristics.scales_by_warp("normal", 256, 2, False, 512)    # bf16 prefetches into the math threads
+    assert not heuristics.scales_by_warp("normal", 128, 2, True, 512)     # one slab a warpgroup: likewise
+    assert not heuristics.scales_by_warp("masked", 256, 2, True, 512)
+    assert not heuristics.scales_by_warp("contiguous", 256, 2, True, 512)
