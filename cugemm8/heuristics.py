@@ -262,11 +262,12 @@ def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, bloc
                          f"{out_format}, split_k={split_k}, cluster={cluster}, share_b={share_b}")
     if tail_split is None:
         tail_split = cluster == 1 and split_k == 1 and tail_split_for(layout, block_n, k)
+    num_math_wg = 1 if block_m == 64 else 2
     stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split,
                      record_slots_for(layout), split_k, fp8, group_ctas, share_b,
-                     scales_by_warp(layout, block_m, 1 if block_m == 64 else 2, fp8, k))
+                     scales_by_warp(layout, block_m, num_math_wg, fp8, k))
     return KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=block_m, block_n=block_n,
-                        stages=stages, num_math_wg=1 if block_m == 64 else 2,
+                        stages=stages, num_math_wg=num_math_wg,
                         swizzle_d=swizzle_for(block_n, 1 if fp8 else 2), cluster=cluster, tail_split=tail_split,
                         split_k=split_k, stream_b=stream_b, out_format=out_format, group_ctas=group_ctas,
                         share_b=share_b, col_halves=col_halves)

@@ -100,10 +100,11 @@ struct Producer {
         CG8_MARK(kTraceLoadsDone);
     }
 
-    // kScalesByWarp: each tile's B scales (laid out as math.cuh's stage_b_scales does) into registers while the
-    // tile before runs, then into shared memory once the math warpgroups are past that tile's main loop, then
-    // every lane arrives on `sb_full`. (The layouts it serves, config.cuh, walk their tiles by arithmetic, so this
-    // warp walks them alone; their tiles are whole, one pass.)
+    // kScalesByWarp: each tile's B scales into registers while the tile before runs, then into shared memory once
+    // the math warpgroups are past that tile's main loop, then every lane arrives on `sb_full`. (The layouts it
+    // serves, config.cuh, walk their tiles by arithmetic, so this warp walks them alone; their tiles are whole, one
+    // pass.) Their rows are found and laid out as math.cuh's load_b_scales does; a helper shared with it moved the
+    // masked kernels' SASS (NOTES.md v43), as one shared with stage_b_scales did (v35).
     __device__ __forceinline__ void stage_scales(uint32_t lane) {
         constexpr uint32_t kStaged = Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile, kPerLane = (kStaged + 31) / 32;
         float v[kPerLane];
