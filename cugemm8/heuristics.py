@@ -170,7 +170,7 @@ def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: i
     the B scales."""
     splits = 2 if tail_split else split_k
     peers = splits if splits > 1 else group_ctas   # CTAs of a cluster that exchange (kExchangeCtas)
-    inbox = (splits - 1) * block_m * (block_n // splits) * 4
+    inbox = (splits - 1) * block_m * max_chunk_cols(block_n, splits, out_fp8) * 4
     sb_rows = 1 if 128 % block_n == 0 else 2
     sb = -(-(ceil_div(k, BLOCK_K) * sb_rows * 4) // 16) * 16
     rows = -(-(masked_groups * 8) // 16) * 16
@@ -293,10 +293,21 @@ def can_share_group(block_n: int, group_ctas: int) -> bool:
     return group_ctas in (2, 4) and block_n * group_ctas == 128
 
 
-def can_split_k(block_n: int, k: int, split_k: int) -> bool:
+def chunk_unit_cols(out_fp8: bool) -> int:
+    """Columns of a split tile's 16-byte output unit, which its column chunks are made of (config.cuh, kChunkUnit)."""
+    return 16 if out_fp8 else 8
+
+
+def max_chunk_cols(block_n: int, splits: int, out_fp8: bool) -> int:
+    """Columns of a split tile's largest column chunk: its units dealt out as evenly as they go (kMaxChunkFrags)."""
+    unit = chunk_unit_cols(out_fp8)
+    return ceil_div(block_n // unit, splits) * unit
+
+
+def can_split_k(block_n: int, k: int, split_k: int, out_fp8: bool = False) -> bool:
     """What split K needs (cuda_src/gemm/config.cuh): a cluster of at most 8 CTAs (the portable size), a
-    k-block for each, and for each a column chunk of whole 8-column fragments."""
-    return 1 <= split_k <= 8 and ceil_div(k, BLOCK_K) >= split_k and (block_n // 8) % split_k == 0
+    k-block for each, and for each a column chunk of at least one 16-byte output unit."""
+    return 1 <= split_k <= 8 and ceil_div(k, BLOCK_K) >= split_k and block_n // chunk_unit_cols(out_fp8) >= split_k
 
 
 @functools.lru_cache(maxsize=4096)
@@ -457,11 +468,14 @@ def shares_b(m: int, k: int, num_groups: int) -> bool:
     return m <= SHARE_B_ROWS * num_groups and num_groups >= SHARE_B_GROUPS and k >= SHARE_B_K
 
 
+# CTAs of clusters of each size resident at once on a 132-SM H200 (cuOccupancyMaxActiveClusters on a split-K kernel,
+# scripts/cluster_capacity.py; NOTES.md v17, v32): clusters are placed within a GPC, so above pairs some SMs stay out.
+CLUSTER_CAPACITY_132 = {1: 132, 2: 132, 3: 117, 4: 120, 5: 110, 6: 102, 7: 105, 8: 120}
+
+
 def cluster_capacity(split: int, num_sms: int) -> int:
-    """CTAs of `split`-CTA clusters resident at once. Clusters are placed within a GPC, so above pairs
-    some SMs stay out: cuOccupancyMaxActiveClusters gives 120 of 132 SMs on an H200 for clusters of 4
-    and of 8 (scripts/cluster_capacity.py; NOTES.md v17); other SM counts are scaled from that."""
-    usable = num_sms if split <= 2 else num_sms * 120 // 132
+    """CTAs of `split`-CTA clusters resident at once: CLUSTER_CAPACITY_132, scaled to other SM counts."""
+    usable = num_sms if split <= 2 else num_sms * CLUSTER_CAPACITY_132[split] // 132
     return usable - usable % split
 
 
@@ -531,8 +545,8 @@ def _model_plan(m: int, n: int, k: int, num_sms: int, out_format: str = "bfloat1
             if bn < 32 or (out_format != "bfloat16" and not fp8_out_ok(bn)):
                 continue
             for split in (1, 2, 4, 8):
-                if not can_split_k(bn, k, split) or split > cluster_capacity(split, num_sms):
-                    continue
+                if not can_split_k(bn, k, split) or (bn // 8) % split or split > cluster_capacity(split, num_sms):
+                    continue  # (the model was fitted to even column chunks)
                 cost = decode_cost(m, n, k, bm, bn, split, num_sms)
                 config = make_config("normal", n, k, 1, bm, bn, split_k=split, stream_b=True, out_format=out_format)
                 if config.stages < min(2, ceil_div(ceil_div(k, BLOCK_K), split)):

@@ -43,11 +43,12 @@ SHARE_B_EXPLICIT = [heuristics.make_config("contiguous", n, k, 5, 128, bn, clust
 
 SPLIT_EXPLICIT = [heuristics.make_config("masked", bn, k, 3, bm, bn, tail_split=True)
                   for bm, bn, k in ((128, 128, 1024), (256, 128, 384), (64, 64, 256), (128, 144, 640))]
-# Split K at every cluster size and both tile heights, with uneven k-block shares and partial tiles
-# (tests/gpu/test_dense.py::test_split_k).
+# Split K at every cluster size and both tile heights, with uneven k-block shares, uneven column chunks (over 3, 5
+# and 7 CTAs) and partial tiles (tests/gpu/test_dense.py::test_split_k).
 SPLIT_K_EXPLICIT = [heuristics.make_config("normal", n, k, 1, bm, bn, split_k=split)
                     for bm, bn, n, k, split in ((64, 64, 200, 1040, 2), (64, 128, 520, 1808, 4), (64, 64, 1000, 7168, 8),
-                                                (128, 32, 96, 528, 4), (64, 16, 8, 256, 2), (128, 192, 304, 3008, 8))]
+                                                (128, 32, 96, 528, 4), (64, 16, 8, 256, 2), (128, 192, 304, 3008, 8),
+                                                (64, 64, 200, 1040, 3), (128, 48, 304, 3008, 5), (64, 96, 1000, 7168, 7))]
 
 # The heuristic's 16384-row configurations (bands of WIDE_RASTER_GROUP n-blocks) and theirs at RASTER_GROUP, run on
 # fewer rows (tests/gpu/test_dense.py::test_wide_bands): (M, N, K).
@@ -104,7 +105,8 @@ def fp8_out_configs():
         configs.add(heuristics.make_config("masked", 640, 1024, 3, 128, 128, tail_split=True, out_format=fmt))
         # Split K at every cluster size and both tile heights (tests/gpu/test_fp8_out.py::test_split_k_fp8_out).
         for bm, split, n, k in ((64, 2, 208, 1040), (64, 4, 512, 1808), (64, 8, 1008, 7168), (128, 2, 384, 3008),
-                                (128, 4, 256, 1040)):
+                                (128, 4, 256, 1040), (64, 3, 400, 1040), (64, 5, 2112, 2048), (128, 6, 272, 1808),
+                                (64, 7, 512, 7168)):
             configs.add(heuristics.make_config("normal", n, k, 1, bm, 128, split_k=split, stream_b=True, out_format=fmt))
         # CTAs sharing a scale group (tests/gpu/test_fp8_out.py::test_group_shared_fp8_out).
         for bm, bn, n, k in GROUP_SHARED:

@@ -76,6 +76,18 @@ struct GemmConfig {
     static constexpr uint32_t kColHalves = kColHalves_;
     // CTAs of a cluster that exchange partial sums or row amax (1: none).
     static constexpr uint32_t kExchangeCtas = kSplits > 1 ? kSplits : kGroupCtas;
+    // A split tile's column chunks (split.cuh): rank r owns the 8-column fragments chunk_first(r) ..
+    // chunk_first(r + 1) - 1. The tile's 16-byte output units (kChunkUnit fragments: two for e4m3) are dealt out
+    // as evenly as they go, so a split need not divide them (e4m3's 128-wide tiles over 3, 5, 6 or 7 CTAs fill
+    // the SMs that clusters of those sizes reach: NOTES.md v44).
+    static constexpr uint32_t kChunkUnit = kOutFp8 ? 2 : 1;
+    static constexpr uint32_t kChunkUnits = kBlockN / 8 / kChunkUnit;
+    static constexpr bool kEvenChunks = kChunkUnits % kSplits == 0;
+    __host__ __device__ static constexpr uint32_t chunk_first(uint32_t r) {
+        return (kEvenChunks ? r * (kChunkUnits / kSplits) : r * kChunkUnits / kSplits) * kChunkUnit;
+    }
+    __host__ __device__ static constexpr uint32_t chunk_frags(uint32_t r) { return chunk_first(r + 1) - chunk_first(r); }
+    static constexpr uint32_t kMaxChunkFrags = (kChunkUnits + kSplits - 1) / kSplits * kChunkUnit;
 
     // ------------------------------------------------------------------ threads
     static constexpr uint32_t kMathThreads = 128 * kNumMathWG;
@@ -139,18 +151,17 @@ struct GemmConfig {
     // A half of a 128-byte swizzled B tile must start on the swizzle's 1024-byte period (8 rows).
     static_assert(!kShareB || (kMulticast == 2 && kLayout == Layout::kContiguous && kBlockM == 128 && kBlockN % 16 == 0),
                   "pairs sharing B: the contiguous layout, BLOCK_M 128 (the tiles tested), BLOCK_N a multiple of 16");
-    // Each CTA of a split tile owns a column chunk of whole 8-column fragments and at least one k-block.
+    // Each CTA of a split tile owns a column chunk of at least one 16-byte output unit and at least one k-block.
     // (Which layouts may split, or have a record ring, their tile policies say.)
     static_assert(kSplitK >= 1 && kSplitK <= 8 && !(kTailSplit && kSplitK > 1), "split K over 1 to 8 CTAs, or the tail split");
-    static_assert(kSplits == 1 || (kMulticast == 1 && kNumKBlocks >= kSplits && (kBlockN / 8) % kSplits == 0),
-                  "a split tile needs a k-block and a column chunk of whole 8-column fragments per CTA");
+    static_assert(kSplits == 1 || (kMulticast == 1 && kNumKBlocks >= kSplits && kChunkUnits >= kSplits),
+                  "a split tile needs a k-block and a column chunk of at least 16 bytes of output per CTA");
     // An e4m3 output's scale group (128 columns) must lie in one tile: its amax is taken there (a split
-    // tile's CTAs share their chunks' row amax, split.cuh), and a split chunk is whole 16-byte units.
+    // tile's CTAs share their chunks' row amax, split.cuh).
     static_assert(!kOutFp8 || ((kBlockN % 128 == 0 || kBlockN * kGroupCtas == 128) && (kSplits == 1 || kBlockN == 128) &&
-                               (kBlockN / kSplits) % 16 == 0 && kAtomCols == (kBlockN < 128 ? kBlockN : 128) &&
-                               kSwizzleD == kAtomBytes),
-                  "e4m3 output needs BLOCK_N a multiple of 128 (128 when split) or a group's share, 16-byte split "
-                  "chunks, and one swizzled atom per group (or share)");
+                               kAtomCols == (kBlockN < 128 ? kBlockN : 128) && kSwizzleD == kAtomBytes),
+                  "e4m3 output needs BLOCK_N a multiple of 128 (128 when split) or a group's share, and one swizzled "
+                  "atom per group (or share)");
     static_assert(kGroupCtas == 1 || (kOutFp8 && kLayout == Layout::kNormal && kSplits == 1 && kMulticast == 1 &&
                                       kBlockN * kGroupCtas == 128 && kGroupCtas <= 4),
                   "CTAs sharing a scale group: e4m3 output of the normal layout, unsplit, 2 or 4 of them, their tiles "

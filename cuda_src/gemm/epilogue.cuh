@@ -235,14 +235,17 @@ struct Epilogue {
                                                          const uint32_t& m0, const Tile<Cfg>& t) {
         named_barrier_sync(1, Cfg::kMathThreads);
         const uint32_t valid = min(t.rows - m0, Cfg::kBlockM);
-        constexpr uint32_t kCols = kSplitTile ? Cfg::kBlockN / Cfg::kSplits : Cfg::kBlockN;
+        constexpr uint32_t kCols = kSplitTile ? Cfg::kMaxChunkFrags * 8 : Cfg::kBlockN;  // a row's columns, at most
         constexpr uint32_t kChunkCols = 16 / Cfg::kOutBytes;  // elements of a 16-byte chunk
         constexpr uint32_t kChunks = kCols / kChunkCols;       // chunks a row
-        const uint32_t c0 = kSplitTile ? (t.split - 1) * kCols : 0u;
+        // A split tile's chunk: columns c0 .. c1 - 1 (even chunks: kCols each, c < c1 always; their c0 in this form
+        // keeps their code as it was).
+        const uint32_t c0 = !kSplitTile ? 0u : Cfg::kEvenChunks ? (t.split - 1) * kCols : Cfg::chunk_first(t.split - 1) * 8;
+        const uint32_t c1 = kSplitTile ? Cfg::chunk_first(t.split) * 8 : kCols;
         uint8_t* const out = reinterpret_cast<uint8_t*>(d);
         for (uint32_t idx = threadIdx.x; idx < valid * kChunks; idx += Cfg::kMathThreads) {
             const uint32_t r = idx / kChunks, c = c0 + (idx % kChunks) * kChunkCols;
-            if (n0 + c < Cfg::kShapeN) {
+            if ((!kSplitTile || Cfg::kEvenChunks || c < c1) && n0 + c < Cfg::kShapeN) {
                 uint32_t v0, v1, v2, v3;
                 ld_shared_v4_u32(tile_addr(base, r, c), v0, v1, v2, v3);
                 st_global_v4_u32(out + (uint64_t(row0 + r) * ldd + n0 + c) * Cfg::kOutBytes, v0, v1, v2, v3);

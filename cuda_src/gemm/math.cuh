@@ -155,7 +155,7 @@ struct MathWarpgroups {
             if constexpr (Cfg::kOutFp8) {
                 static_for<0, Cfg::kSplits>([&](auto chunk) {
                     if (chunk.value == t.split - 1)
-                        Out::template rows_amax<chunk.value * kChunkFrags, kChunkFrags>(loop.sum, amax);
+                        Out::template rows_amax<Cfg::chunk_first(chunk.value), Cfg::chunk_frags(chunk.value)>(loop.sum, amax);
                 });
                 Split::exchange_amax(loop, amax, sm.split_ready, sm.amax_inbox, sm.split_amax, t.split - 1,
                                      split_phase);
@@ -197,8 +197,6 @@ struct MathWarpgroups {
         }
     }
 
-    // A split tile's column chunk (split.cuh): its 8-column fragments.
-    static constexpr uint32_t kChunkFrags = Cfg::kBlockN / 8 / Cfg::kSplits;
     // e4m3 tiles narrower than a scale group, whose row amax the group's CTAs share (kGroupCtas).
     static constexpr bool kGroupShared = Cfg::kGroupCtas > 1;
     // This CTA's place among them: its tile is the group's rank-th (the cluster's CTAs are consecutive in x).
@@ -271,7 +269,7 @@ struct MathWarpgroups {
                 static_assert(Cfg::kBlockN == 128, "a split tile is one scale group");
                 static_for<0, Cfg::kSplits>([&](auto chunk) {
                     if (chunk.value == t.split - 1)
-                        Out::template write_rows<chunk.value * kChunkFrags, kChunkFrags>(
+                        Out::template write_rows<Cfg::chunk_first(chunk.value), Cfg::chunk_frags(chunk.value)>(
                             loop.sum, amax, loop.smem_d_addr, scale, chunk.value == 0 ? valid : 0u, wg, warp, lane);
                 });
             } else if constexpr (kGroupShared) {  // the group's first CTA writes the scales

@@ -43,8 +43,8 @@ struct SmemLayout {
         Cfg::kRowScalesB ? 0 : (Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile * 4 + 15) / 16 * 16;
     static constexpr uint32_t kScaleBarriers = Cfg::kScalesByWarp ? 2 : 0;
     static constexpr uint32_t kSplitBarriers = Cfg::kExchangeCtas > 1 ? (Cfg::kOutFp8 ? 3 : 2) : 0;
-    // A split tile's inbox: (kSplits - 1) peers' partial sums of this CTA's column chunk, FP32.
-    static constexpr uint32_t kInbox = (Cfg::kSplits - 1) * Cfg::kBlockM * (Cfg::kBlockN / Cfg::kSplits) * 4;
+    // A split tile's inbox: (kSplits - 1) peers' partial sums of this CTA's column chunk (the largest's size), FP32.
+    static constexpr uint32_t kInbox = (Cfg::kSplits - 1) * Cfg::kBlockM * (Cfg::kMaxChunkFrags * 8) * 4;
     // ... and with e4m3 output, the peers' amax of each of the tile's rows (FP32).
     static constexpr uint32_t kAmaxInbox = Cfg::kOutFp8 ? (Cfg::kExchangeCtas - 1) * Cfg::kBlockM * 4 : 0;
 

@@ -1,5 +1,5 @@
 // A split tile's shares meet. The kSplits CTAs of a cluster each computed a share of the tile's k-blocks
-// over the whole tile; CTA rank r owns column chunk r (kBlockN / kSplits columns) and stores it. Each
+// over the whole tile; CTA rank r owns column chunk r (config.cuh's chunk_first) and stores it. Each
 // pushes its partial sums of every other chunk into that chunk owner's inbox in shared memory (st.async,
 // counted on the owner's `received` barrier) once the owner said `ready`, then adds up its own chunk in
 // rank order: share 0 + share 1 + ... The order is fixed, so results are bitwise repeatable.
@@ -20,9 +20,10 @@ namespace cg8 {
 template <class Cfg>
 struct SplitExchange {
     static constexpr uint32_t kSplits = Cfg::kSplits;
-    static constexpr uint32_t kChunkGroups = Cfg::kBlockN / 8 / kSplits;        // 8-column fragments per chunk
-    static constexpr uint32_t kChunkVecs = Cfg::kUnitsPerWG * kChunkGroups;     // a thread's 16-byte vectors per chunk
-    static constexpr uint32_t kInboxBytes = (kSplits - 1) * kChunkVecs * Cfg::kMathThreads * 16;
+    // A thread's 16-byte vectors of chunk c (an inbox slot holds the largest chunk's).
+    __host__ __device__ static constexpr uint32_t chunk_vecs(uint32_t c) { return Cfg::kUnitsPerWG * Cfg::chunk_frags(c); }
+    static constexpr uint32_t kSlotVecs = Cfg::kUnitsPerWG * Cfg::kMaxChunkFrags;
+    static constexpr uint32_t kInboxBytes = (kSplits - 1) * kSlotVecs * Cfg::kMathThreads * 16;
     static_assert(kInboxBytes == SmemLayout<Cfg>::kInbox, "the inbox is laid out in smem.cuh");
 
     // Before the tile's B scales are staged: the peers will push into this CTA's inbox, which overlays the
@@ -51,13 +52,13 @@ struct SplitExchange {
     // Byte offset in an inbox of the slot for sender `from` (of the owner `to`), vector j, this thread.
     __device__ __forceinline__ static uint32_t slot(uint32_t from, uint32_t to, uint32_t j) {
         const uint32_t q = from < to ? from : from - 1;  // the owner has no slot for itself
-        return ((q * kChunkVecs + j) * Cfg::kMathThreads + threadIdx.x) * 16;
+        return ((q * kSlotVecs + j) * Cfg::kMathThreads + threadIdx.x) * 16;
     }
 
-    // Vector j of chunk c in this thread's sums: slab j / kChunkGroups, fragment c * kChunkGroups + j % kChunkGroups.
-    template <class Loop>
-    __device__ __forceinline__ static float* vec(Loop& loop, uint32_t c, uint32_t j) {
-        return &loop.sum[j / kChunkGroups][(c * kChunkGroups + j % kChunkGroups) * 4];
+    // Vector j of chunk c in this thread's sums: unit j / chunk_frags(c), fragment chunk_first(c) + j % chunk_frags(c).
+    template <uint32_t c, class Loop>
+    __device__ __forceinline__ static float* vec(Loop& loop, uint32_t j) {
+        return &loop.sum[j / Cfg::chunk_frags(c)][(Cfg::chunk_first(c) + j % Cfg::chunk_frags(c)) * 4];
     }
 
     // The exchange, `phase`: the parity of this CTA's split tiles so far. Chunks are walked at compile
@@ -72,8 +73,8 @@ struct SplitExchange {
             const uint32_t inbox = map_shared_rank(loop.smem_d_addr, c);
             const uint32_t inbox_received = map_shared_rank(loop.shared(received), c);
 #pragma unroll
-            for (uint32_t j = 0; j < kChunkVecs; ++j) {
-                const float* f = vec(loop, c, j);
+            for (uint32_t j = 0; j < chunk_vecs(c); ++j) {
+                const float* f = vec<c>(loop, j);
                 st_async_v4(inbox + slot(rank, c, j), f[0], f[1], f[2], f[3], inbox_received);
             }
         });
@@ -82,8 +83,8 @@ struct SplitExchange {
             constexpr uint32_t c = owner.value;
             if (c != rank) return;
 #pragma unroll
-            for (uint32_t j = 0; j < kChunkVecs; ++j) {
-                float* f = vec(loop, c, j);
+            for (uint32_t j = 0; j < chunk_vecs(c); ++j) {
+                float* f = vec<c>(loop, j);
                 float x[4];
                 static_for<0, kSplits>([&](auto share) {
                     constexpr uint32_t s = share.value;

@@ -99,10 +99,11 @@ def test_matmul_fp8_out_property(m, n, k, scale_format, seed):
 
 @pytest.mark.parametrize("scale_format", FORMATS)
 @pytest.mark.parametrize("bm,split,m,n,k", [(64, 2, 3, 208, 1040), (64, 4, 64, 520 - 8, 1808), (64, 8, 1, 1008, 7168),
-                                            (128, 2, 100, 384, 3008), (128, 4, 129, 256, 1040)])
+                                            (128, 2, 100, 384, 3008), (128, 4, 129, 256, 1040), (64, 3, 77, 400, 1040),
+                                            (64, 5, 1, 2112, 2048), (128, 6, 129, 272, 1808), (64, 7, 33, 512, 7168)])
 def test_split_k_fp8_out(bm, split, m, n, k, scale_format):
-    """Split K with e4m3 output: the tile's CTAs share their chunks' row amax (uneven k-block shares, partial
-    tiles); bitwise the same on a repeat."""
+    """Split K with e4m3 output: the tile's CTAs share their chunks' row amax (uneven k-block shares and, over 3,
+    5, 6 and 7 CTAs, uneven column chunks; partial tiles); bitwise the same on a repeat."""
     fmt = "float8_e4m3" if scale_format == "float32" else "float8_e4m3_ue8m0"
     cfg = heuristics.make_config("normal", n, k, 1, bm, 128, split_k=split, stream_b=True, out_format=fmt)
     check_config(cfg, m, scale_format, seed=bm + split + m)
