@@ -188,8 +188,9 @@ def scales_by_warp(layout: str, block_m: int, num_math_wg: int, out_fp8: bool, k
 
 
 def can_split_tail(block_n: int, k: int) -> bool:
-    """What the kernel's split last wave needs: what any split tile needs (can_split_k), over a pair."""
-    return can_split_k(block_n, k, 2)
+    """What the heuristic's split last wave takes: what any split tile needs (can_split_k), over a pair, in even
+    column chunks (as measured, NOTES.md v10)."""
+    return can_split_k(block_n, k, 2) and (block_n // 8) % 2 == 0
 
 
 def tail_split_for(layout: str, block_n: int, k: int) -> bool:

@@ -24,6 +24,11 @@ struct SplitExchange {
     __host__ __device__ static constexpr uint32_t chunk_vecs(uint32_t c) { return Cfg::kUnitsPerWG * Cfg::chunk_frags(c); }
     static constexpr uint32_t kSlotVecs = Cfg::kUnitsPerWG * Cfg::kMaxChunkFrags;
     static constexpr uint32_t kInboxBytes = (kSplits - 1) * kSlotVecs * Cfg::kMathThreads * 16;
+    // The bytes the peers push into the inbox of rank's chunk (less than the inbox where chunks are uneven).
+    __device__ __forceinline__ static uint32_t inbox_bytes(uint32_t rank) {
+        if constexpr (Cfg::kEvenChunks) return kInboxBytes;
+        else return (kSplits - 1) * chunk_vecs(rank) * Cfg::kMathThreads * 16;
+    }
     static_assert(kInboxBytes == SmemLayout<Cfg>::kInbox, "the inbox is laid out in smem.cuh");
 
     // Before the tile's B scales are staged: the peers will push into this CTA's inbox, which overlays the
@@ -41,7 +46,7 @@ struct SplitExchange {
     __device__ __forceinline__ static void signal_ready(uint64_t* ready, uint64_t* received, uint64_t* amax_received,
                                                         uint32_t rank) {
         if (threadIdx.x == 0) {
-            if constexpr (kSplits > 1) mbar_arrive_expect_tx(received, kInboxBytes);
+            if constexpr (kSplits > 1) mbar_arrive_expect_tx(received, inbox_bytes(rank));
             if constexpr (Cfg::kOutFp8) mbar_arrive_expect_tx(amax_received, kAmaxBytes);
 #pragma unroll
             for (uint32_t peer = 0; peer < kPeers; ++peer)
