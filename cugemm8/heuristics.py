@@ -517,7 +517,33 @@ def _decode_plan(m: int, n: int, k: int, num_sms: int, wave_config: KernelConfig
             break  # the narrowest tile that fits leaves SMs idle: wider ones would leave more
     if m >= 64 and FULL_WAVE * num_sms <= wave_tiles <= num_sms and wave_config.block_n >= 32:
         return _plan(dataclasses.replace(wave_config, stream_b=True), wave_tiles, num_sms)
-    return _model_plan(m, n, k, num_sms, out_format)
+    plan = _model_plan(m, n, k, num_sms, out_format)
+    if fp8 and plan.config.split_k > 1 and ceil_div(k, BLOCK_K) >= 32:
+        return _fp8_split_plan(m, n, k, num_sms, out_format) or plan
+    return plan
+
+
+# e4m3 output at decode-sized M and deep K where the decode model splits 128-wide tiles: 64x128 tiles (128-row ones
+# took 4-15% longer at M = 128) split over S CTAs, every cluster resident at once, at the least of max(a CTA's
+# k-blocks x FP8_KB_US, the bytes at DRAM_BYTES_PER_US) + FP8_SPLIT_US[S]. Fitted to the H200 sweep of M 64 and 128,
+# N 512 to 4096, K 7168, splits 1 to 8 (NOTES.md v44): its picks are the sweep's fastest, or within 1.5% of it.
+FP8_KB_US = 0.22
+FP8_SPLIT_US = {2: 0.0, 3: 0.4, 4: 0.7, 8: 1.6}  # the exchange, by split; splits of 5 to 7 were never the fastest
+
+
+def _fp8_split_plan(m: int, n: int, k: int, num_sms: int, out_format: str) -> LaunchPlan | None:
+    units = ceil_div(m, 64) * ceil_div(n, 128)
+    dram_us = (m + n) * k / DRAM_BYTES_PER_US
+    best = None
+    for split, exchange_us in FP8_SPLIT_US.items():
+        kb = ceil_div(ceil_div(k, BLOCK_K), split)
+        if not can_split_k(128, k, split, out_fp8=True) or units * split > cluster_capacity(split, num_sms):
+            continue
+        config = make_config("normal", n, k, 1, 64, 128, split_k=split, stream_b=True, out_format=out_format)
+        cost = max(kb * FP8_KB_US, dram_us) + exchange_us
+        if config.stages >= 2 and (best is None or cost < best[0] - 1e-9):
+            best = (cost, config)
+    return _plan(best[1], units, num_sms) if best else None
 
 
 def _shared_group_plan(m: int, n: int, k: int, num_sms: int, out_format: str) -> LaunchPlan | None:
