@@ -338,21 +338,25 @@ def test_scales_by_warp():
     assert not heuristics.scales_by_warp("contiguous", 256, 2, True, 512)
 
 
-def test_fp8_decode_splits_against_measured_sweep():
-    """e4m3 output at decode-sized M where 128-wide tiles split K (heuristics._fp8_split_plan): on the H200 sweep of
-    every 64x128 and 128x128 split (NOTES.md v44), the pick is one that was timed and within 3% of the fastest."""
+@pytest.mark.parametrize("out_format, logs, shapes", [
+    ("float8_e4m3", ("tile-probe-splits-e4m3.log", "tile-probe-uneven-e4m3.log"), 14),
+    ("bfloat16", ("tile-probe-splits-bf16.log",), 10)])
+def test_decode_splits_against_measured_sweep(out_format, logs, shapes):
+    """Decode-sized M where tiles split K: on the H200 sweeps of tiles and splits in bench/results/v44 (NOTES.md v44;
+    e4m3: heuristics._fp8_split_plan; bf16: the model's 128x128 over 8 replaced), the pick is one that was timed and
+    within 3% of the fastest."""
     import re
 
     timed = {}  # shape -> {(block_m, block_n, split): µs}
-    for name in ("tile-probe-splits-e4m3.log", "tile-probe-uneven-e4m3.log"):
+    for name in logs:
         for line in open(f"bench/results/v44/{name}"):
-            hit = re.match(r"(\d+x\d+x\d+) float8_e4m3 (\d+)x(\d+) s\d+(?: split (\d))? .*? ([\d.]+) us", line)
+            hit = re.match(rf"(\d+x\d+x\d+) {out_format} (\d+)x(\d+) s\d+(?: split (\d))? .*? ([\d.]+) us", line)
             if hit:
                 key = (int(hit[2]), int(hit[3]), int(hit[4] or 1))
                 timed.setdefault(hit[1], {})[key] = float(hit[5])
-    assert len(timed) == 14
+    assert len(timed) == shapes
     for shape, times in timed.items():
         m, n, k = (int(v) for v in shape.split("x"))
-        cfg = heuristics.choose("normal", m, n, k, 1, 132, "float8_e4m3").config
+        cfg = heuristics.choose("normal", m, n, k, 1, 132, out_format).config
         mine = times[cfg.block_m, cfg.block_n, cfg.split_k]
         assert mine <= 1.03 * min(times.values()), (shape, cfg.block_m, cfg.split_k, mine, min(times.values()))
