@@ -126,8 +126,9 @@ def test_stream_probe_macros_default_to_the_library_kernel():
 def test_split_tile_names():
     split = tile_config("128x128k2", 4096, 7168, "float8_e4m3")
     assert (split.split_k, split.stream_b, split.out_fp8) == (2, True, True)
+    assert tile_config("128x128k3", 4096, 7168, "bfloat16").split_k == 3  # chunks of 5, 5 and 6 fragments
     with pytest.raises(SystemExit, match="cannot split"):
-        tile_config("128x128k3", 4096, 7168, "bfloat16")   # 16 fragments do not split 3 ways
+        tile_config("64x16k3", 4096, 7168, "bfloat16")   # 2 fragments do not make 3 chunks
     with pytest.raises(SystemExit, match="cannot split"):
         tile_config("128x128k2c2", 4096, 7168, "bfloat16")
 
