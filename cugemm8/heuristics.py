@@ -523,15 +523,16 @@ def _decode_plan(m: int, n: int, k: int, num_sms: int, wave_config: KernelConfig
     return plan
 
 
-# e4m3 output at decode-sized M and deep K where the decode model splits 128-wide tiles: 64x128 tiles (128-row ones
-# took 4-15% longer at M = 128) split over S CTAs, every cluster resident at once, at the least of max(a CTA's
-# k-blocks x FP8_KB_US, the bytes at DRAM_BYTES_PER_US) + FP8_SPLIT_US[S]. Fitted to the H200 sweep of M 64 and 128,
-# N 512 to 4096, K 7168, splits 1 to 8 (NOTES.md v44): its picks are the sweep's fastest, or within 1.5% of it.
-FP8_KB_US = 0.22
-FP8_SPLIT_US = {2: 0.0, 3: 0.4, 4: 0.7, 8: 1.6}  # the exchange, by split; splits of 5 to 7 were never the fastest
+FP8_KB_US = 0.22  # _fp8_split_plan's k-block, and its exchange by split (splits of 5 to 7 were never the fastest)
+FP8_SPLIT_US = {2: 0.0, 3: 0.4, 4: 0.7, 8: 1.6}
 
 
 def _fp8_split_plan(m: int, n: int, k: int, num_sms: int, out_format: str) -> LaunchPlan | None:
+    """e4m3 output at decode-sized M and deep K, where the decode model splits 128-wide tiles: 64x128 tiles (128-row
+    ones took 4-15% longer at M = 128) split over S CTAs, every cluster resident at once, at the least of max(a CTA's
+    k-blocks x FP8_KB_US, the bytes at DRAM_BYTES_PER_US) + FP8_SPLIT_US[S] (None: no split fits). Fitted to the H200
+    sweep of M 64 and 128, N 512 to 4096, K 7168, splits 1 to 8 (NOTES.md v44): its picks are the sweep's fastest, or
+    within 2% of it."""
     units = ceil_div(m, 64) * ceil_div(n, 128)
     dram_us = (m + n) * k / DRAM_BYTES_PER_US
     best = None
@@ -586,7 +587,7 @@ def _model_plan(m: int, n: int, k: int, num_sms: int, out_format: str = "bfloat1
     config, tiles = best[1], best[2]
     if (config.block_m, config.block_n, config.split_k) == (128, 128, 8) and out_format == "bfloat16":
         # The model underrates what 8 CTAs exchanging 128x128 partial sums cost: 128x64 tiles over 4, on the same
-        # CTAs, took 0.84-0.97x the time on every shape of the H200 sweep where it picked these (NOTES.md v44).
+        # CTAs, took 0.84-0.99x the time on every shape of the H200 sweep where it picked these (NOTES.md v44).
         config = make_config("normal", n, k, 1, 128, 64, split_k=4, stream_b=True)
         tiles = ceil_div(m, 128) * ceil_div(n, 64)
     return _plan(config, tiles, num_sms)
