@@ -211,8 +211,9 @@ def tile_rates(results: list, sms: int = 132) -> dict:
 
 
 def decode_candidates(m: int, n: int, k: int) -> list:
-    """Decode sweep: 64-row tiles (and 128 at M > 64) at every BLOCK_N candidate, each with every split K
-    the kernel can take (1, 2, 4, 8), with >= 2 stages."""
+    """Decode sweep: 64-row tiles (and 128 at M > 64) at every BLOCK_N candidate, each with every split K the
+    decode model weighs (1, 2, 4, 8; the kernel takes 3, 5, 6 and 7 too, which only e4m3's rule was swept for:
+    NOTES.md v44), with >= 2 stages."""
     lib = library.current()
     out = []
     for bm in (64, 128) if m > 64 else (64,):
