@@ -21,7 +21,7 @@ MASKED = [(g, e, n, k) for g, e in ((1, 1024), (2, 512), (4, 256)) for n, k in (
 # Decode-sized M (the split-K regime), on DeepGEMM's (N, K) pairs and narrow N.
 DECODE = [(m, n, k) for m in (1, 2, 4, 8, 16, 32, 128)
           for n, k in ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048),
-                       (256, 4096), (512, 7168), (1024, 7168))]
+                       (256, 4096), (512, 7168), (1024, 7168), (1536, 7168))]
 SMS = (132, 114, 78)
 CONTIGUOUS_EXPLICIT = [heuristics.make_config("contiguous", n, k, 5, bm, bn)
                        for bm, bn, n, k in ((256, 128, 256, 384), (128, 128, 256, 384), (64, 64, 256, 384),

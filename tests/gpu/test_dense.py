@@ -168,7 +168,7 @@ def test_split_k_with_fewer_ctas_than_tiles():
 
 
 @pytest.mark.parametrize("m", [1, 2, 8, 32, 128])
-@pytest.mark.parametrize("n,k", [(2112, 7168), (7168, 16384), (4096, 7168), (256, 4096), (512, 7168)])
+@pytest.mark.parametrize("n,k", [(2112, 7168), (7168, 16384), (4096, 7168), (256, 4096), (512, 7168), (1536, 7168)])
 def test_matmul_decode_shapes(m, n, k):
     """The heuristic's decode picks (split K where it pays): right, bitwise repeatable."""
     x, w, a, sa, b, sb = make_dense(m, n, k, seed=m * 7 + n + k)
