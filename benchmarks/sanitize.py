@@ -133,8 +133,8 @@ EDGE_CASES = [
      "m": 13, "n": 200, "k": 4240, "a_scale": "aligned"},
     {"name": "edge small-M M=16 N=256 K=7168 (two token tiles, K split over 8)", "layout": "normal", "m": 16,
      "n": 256, "k": 7168, "a_scale": "rowmajor"},
-    # e4m3 output: split K over 2, 4 and 8 (the row amax exchange), uneven shares, partial tiles; UE8M0; the
-    # grouped layouts' untouched rows and padding rows
+    # e4m3 output: split K over 2, 4 and 8 (the row amax exchange; 3 and 7 below), uneven shares, partial tiles;
+    # UE8M0; the grouped layouts' untouched rows and padding rows
     {"name": "edge e4m3 out split K over 8 (64x128, M=3, K=1040)", "layout": "normal", "m": 3, "n": 208, "k": 1040,
      "force": (64, 128), "split_k": 8, "out_dtype": "float8_e4m3", "a_scale": "aligned"},
     {"name": "edge e4m3 out split K over 4, several tiles a cluster (128x128, M=300, 8 CTAs)", "layout": "normal",

@@ -1,6 +1,6 @@
 """How many CTAs of split-K clusters (2 to 8 CTAs) are resident at once on this GPU: the number
 cugemm8.heuristics.cluster_capacity models (cuOccupancyMaxActiveClusters on a real split-K kernel).
-Each split is probed on the tile widths it can divide (whole 8-column fragments a CTA)."""
+Each split is probed on the first two tile widths it can take (at least one 8-column fragment a CTA)."""
 import cupy
 
 import cugemm8
