@@ -190,7 +190,7 @@ def scales_by_warp(layout: str, block_m: int, num_math_wg: int, out_fp8: bool, k
 def can_split_tail(block_n: int, k: int) -> bool:
     """What the heuristic's split last wave takes: what any split tile needs (can_split_k), over a pair, in even
     column chunks (as measured, NOTES.md v10)."""
-    return can_split_k(block_n, k, 2) and (block_n // 8) % 2 == 0
+    return can_split_k(block_n, k, 2) and even_chunks(block_n, 2)
 
 
 def tail_split_for(layout: str, block_n: int, k: int) -> bool:
@@ -303,6 +303,11 @@ def max_chunk_cols(block_n: int, splits: int, out_fp8: bool) -> int:
     """Columns of a split tile's largest column chunk: its units dealt out as evenly as they go (kMaxChunkFrags)."""
     unit = chunk_unit_cols(out_fp8)
     return ceil_div(block_n // unit, splits) * unit
+
+
+def even_chunks(block_n: int, splits: int, out_fp8: bool = False) -> bool:
+    """Whether a split tile's column chunks are all one size (config.cuh, kEvenChunks)."""
+    return (block_n // chunk_unit_cols(out_fp8)) % splits == 0
 
 
 def can_split_k(block_n: int, k: int, split_k: int, out_fp8: bool = False) -> bool:
@@ -573,7 +578,8 @@ def _model_plan(m: int, n: int, k: int, num_sms: int, out_format: str = "bfloat1
             if bn < 32 or (out_format != "bfloat16" and not fp8_out_ok(bn)):
                 continue
             for split in (1, 2, 4, 8):
-                if not can_split_k(bn, k, split) or (bn // 8) % split or split > cluster_capacity(split, num_sms):
+                fits = can_split_k(bn, k, split) and split <= cluster_capacity(split, num_sms)
+                if not fits or not even_chunks(bn, split):
                     continue  # (the model was fitted to even column chunks)
                 cost = decode_cost(m, n, k, bm, bn, split, num_sms)
                 config = make_config("normal", n, k, 1, bm, bn, split_k=split, stream_b=True, out_format=out_format)
