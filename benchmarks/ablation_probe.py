@@ -10,7 +10,9 @@ Variants (probe-only macros the CUDA sources test; the library never defines the
 - `no-loads` (CG8_PROBE_NO_LOADS): the producer declares each stage full without loading it;
 - `mma-only`: both of those;
 - `no-mma` (CG8_PROBE_NO_MMA): no wgmma is issued, promotion runs on stale accumulators;
-- `loads-only`: no MMAs, promotion cut, so the stage ring's pace alone.
+- `loads-only`: no MMAs, promotion cut, so the stage ring's pace alone;
+- `no-amax-exchange` (CG8_PROBE_NO_AMAX_EXCHANGE; with --out-dtype float8_e4m3): the CTAs of a split tile or a shared
+  scale group keep their own rows' amax, so what sharing it costs.
 Where `no-loads` gains, the loads pace the loop; where `no-promote` gains, the promotion is not hidden behind the
 other warpgroup's MMAs; `loads-only` and `mma-only` against `base` say whether either alone takes the time
 (NOTES.md v28). Tiles as benchmarks.tile_probe names them."""
@@ -27,7 +29,8 @@ from .tune import dense_inputs, provenance_line
 
 VARIANTS = {"base": (), "no-promote": ("CG8_PROBE_NO_PROMOTE",), "no-loads": ("CG8_PROBE_NO_LOADS",),
             "mma-only": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS"), "no-mma": ("CG8_PROBE_NO_MMA",),
-            "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE")}
+            "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE"),
+            "no-amax-exchange": ("CG8_PROBE_NO_AMAX_EXCHANGE",)}
 _defines: tuple[str, ...] = ()
 
 
@@ -69,6 +72,7 @@ def probe_args(argv, doc: str, shapes: str, tiles: str, tiles_form: str):
     p.add_argument("--tiles", default=tiles, help=f"{tiles_form}, comma-separated")
     p.add_argument("--variants", default=",".join(VARIANTS))
     p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--out-dtype", default="bfloat16", choices=("bfloat16", "float8_e4m3"))
     args = p.parse_args(argv)
     variants = args.variants.split(",")
     unknown = [v for v in variants if v not in VARIANTS]
@@ -112,20 +116,24 @@ def main(argv=None) -> int:
     import cugemm8
     from cugemm8 import fp8_gemm, heuristics
 
-    configs = {(m, n, k, tile): tile_config(tile, n, k, "bfloat16") for m, n, k in shapes for tile in tiles}
+    fp8 = args.out_dtype != "bfloat16"
+    configs = {(m, n, k, tile): tile_config(tile, n, k, args.out_dtype, m) for m, n, k in shapes for tile in tiles}
     build_all(configs.values(), variants)
 
     print(provenance_line(), flush=True)
     timer = Timer(settle_s=0.5, warmup=3)
     for m, n, k in shapes:
         a, sa, b, sb = dense_inputs(m, n, k)
-        out = cupy.empty((m, n), dtype=cugemm8.api.BF16)
+        out = cupy.empty((m, n), dtype=cupy.uint8 if fp8 else cugemm8.api.BF16)
+        out_scale = cugemm8.empty_scale((m, -(-n // 128))) if fp8 else None
         binders = {}
         for tile in tiles:
             cfg = configs[m, n, k, tile]
             grid = heuristics.grid_for(cfg, -(-m // cfg.block_m) * -(-n // cfg.block_n), 132)
             label = f"{cfg.block_m}x{cfg.block_n} s{cfg.stages}" + (" pairs" if cfg.cluster > 1 else "")
-            binders[label] = lambda cfg=cfg, grid=grid: fp8_gemm.bind(cfg, a, sa, b, sb, out, grid=grid)
+            label += f" split {cfg.split_k}" if cfg.split_k > 1 else ""
+            binders[label] = lambda cfg=cfg, grid=grid: fp8_gemm.bind(cfg, a, sa, b, sb, out, grid=grid,
+                                                                      out_scale=out_scale)
         time_variants(timer, (m, n, k), binders, variants, args.reps)
     return 0
 

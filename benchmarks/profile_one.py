@@ -10,6 +10,7 @@ segment padded to 128 rows with m_indices -1; M is then ignored.
 up to a multiple of the benchmark's MASKED_MAX_M), expected_m = M.
 --share-b: with CLUSTER 2, the contiguous layout's pairs share B (KernelConfig.share_b) instead of A.
 --out-dtype float8_e4m3: cugemm8 writes e4m3 with 1x128 scales (its pick for that output; DeepGEMM stays bf16).
+--tile T: the configuration benchmarks.tile_probe names by T (dense only; e.g. 64x128k2, 128x128k3n, pick).
 --deepgemm: then DeepGEMM (8dfa329, importable) three times on the same operands (dense and contiguous), so that
 `-k regex:fp8_gemm --launch-skip 2 -c 4` catches cugemm8's third call and DeepGEMM's three.
 Run under e.g. `ncu --clock-control none -k cugemm8_fp8_gemm --launch-skip 2 -c 1 ...` (scripts/ncu_pair.sh)."""
@@ -33,6 +34,7 @@ def main(argv=None) -> int:
     ap.add_argument("--uneven", type=int, default=0)
     ap.add_argument("--share-b", action="store_true")
     ap.add_argument("--deepgemm", action="store_true")
+    ap.add_argument("--tile", default="")
     ap.add_argument("--out-dtype", default="bfloat16", choices=("bfloat16", "float8_e4m3"))
     args = ap.parse_args(argv)
     m, n, k = args.shape[:3]
@@ -66,6 +68,12 @@ def main(argv=None) -> int:
         cfg = lib.make_config(layout, n, k, max(g, 1), bm, bn, cluster=cl,
                               **({"share_b": True} if args.share_b else {}),
                               **({"out_format": args.out_dtype} if fp8 else {}))
+    if args.tile:
+        from .tile_probe import tile_config
+
+        if g:
+            ap.error("--tile names dense configurations only")
+        cfg = tile_config(args.tile, n, k, args.out_dtype, m)
     grid = cugemm8.get_num_sms() if args.masked else None
     run = lib.bind(cfg, a, sa, b, sb, d, layout=idx, grid=grid, out_scale=d_scale)
     print(cfg, "grid", run.launcher.grid, flush=True)

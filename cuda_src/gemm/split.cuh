@@ -117,6 +117,9 @@ struct SplitExchange {
     __device__ __forceinline__ static void exchange_amax(Loop& loop, float (&amax)[Cfg::kUnitsPerWG][2],
                                                          uint64_t* ready, float* inbox, uint64_t* amax_received,
                                                          uint32_t rank, uint32_t phase) {
+#ifdef CG8_PROBE_NO_AMAX_EXCHANGE  // benchmarks.ablation_probe only: each CTA keeps its own amax (wrong scales)
+        return;
+#endif
         const uint32_t row0 = Cfg::slab(loop.wg, 0) * 64 + loop.warp * 16 + loop.lane / 4;
         if constexpr (kSplits == 1) mbar_wait(loop.shared(ready), phase);  // (split tiles waited in exchange())
         if (loop.lane % 4 == 0) {

@@ -58,7 +58,7 @@ def test_ablation_variants_name_probe_macros_only():
 
     sources = "".join(p.read_text() for p in Path("cuda_src").rglob("*.cuh"))
     macros = {m for defines in ablation_probe.VARIANTS.values() for m in defines}
-    assert macros == {"CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS", "CG8_PROBE_NO_MMA"}
+    assert macros == {"CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS", "CG8_PROBE_NO_MMA", "CG8_PROBE_NO_AMAX_EXCHANGE"}
     for m in macros:
         assert f"#ifdef {m}" in sources
     render = heuristics.make_config("normal", 4096, 7168, 1, 256, 128)

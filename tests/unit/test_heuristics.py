@@ -338,18 +338,20 @@ def test_scales_by_warp():
     assert not heuristics.scales_by_warp("contiguous", 256, 2, True, 512)
 
 
-@pytest.mark.parametrize("out_format, logs, shapes", [
-    ("float8_e4m3", ("tile-probe-splits-e4m3.log", "tile-probe-uneven-e4m3.log"), 14),
-    ("bfloat16", ("tile-probe-splits-bf16.log",), 10)])
-def test_decode_splits_against_measured_sweep(out_format, logs, shapes):
-    """Decode-sized M where tiles split K: on the H200 sweeps of tiles and splits in bench/results/v44 (NOTES.md v44;
-    e4m3: heuristics._fp8_split_plan; bf16: the model's 128x128 over 8 replaced), the pick is one that was timed and
-    within 3% of the fastest."""
+@pytest.mark.parametrize("out_format, logs, shapes, slack", [
+    ("float8_e4m3", ("v44/tile-probe-splits-e4m3.log", "v44/tile-probe-uneven-e4m3.log"), 14, 1.03),
+    ("bfloat16", ("v44/tile-probe-splits-bf16.log",), 10, 1.03),
+    ("bfloat16", ("v45/tile-probe-decode-bf16-splits.log",), 8, 1.04)])
+def test_decode_splits_against_measured_sweep(out_format, logs, shapes, slack):
+    """Decode-sized M where tiles split K: on the H200 sweeps of tiles and splits in bench/results (NOTES.md v44:
+    e4m3's heuristics._fp8_split_plan, bf16's model with its 128x128 over 8 replaced; v45: bf16's decode model against
+    every tile of 32 to 192 columns over 1 to 8 CTAs, uneven splits included), the pick is one that was timed and
+    within `slack` of the fastest (the bf16 model was fitted to 1.08x at worst, NOTES.md v18)."""
     import re
 
     timed = {}  # shape -> {(block_m, block_n, split): µs}
     for name in logs:
-        for line in open(f"bench/results/v44/{name}"):
+        for line in open(f"bench/results/{name}"):
             hit = re.match(rf"(\d+x\d+x\d+) {out_format} (\d+)x(\d+) s\d+(?: split (\d))? .*? ([\d.]+) us", line)
             if hit:
                 key = (int(hit[2]), int(hit[3]), int(hit[4] or 1))
@@ -359,4 +361,4 @@ def test_decode_splits_against_measured_sweep(out_format, logs, shapes):
         m, n, k = (int(v) for v in shape.split("x"))
         cfg = heuristics.choose("normal", m, n, k, 1, 132, out_format).config
         mine = times[cfg.block_m, cfg.block_n, cfg.split_k]
-        assert mine <= 1.03 * min(times.values()), (shape, cfg.block_m, cfg.split_k, mine, min(times.values()))
+        assert mine <= slack * min(times.values()), (shape, cfg.block_m, cfg.split_k, mine, min(times.values()))
