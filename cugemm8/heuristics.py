@@ -1,9 +1,10 @@
 """Pick the kernel configuration for a problem: block sizes, pipeline depth, grid. Deterministic and
 pure (no GPU needed): the same (layout, M, N, K, groups, SMs) always gives the same answer.
 
-One file past 400 lines: the forward GEMMs' choice and its decode-sized rules call each other (choose() ->
-_decode_plan / _shared_group_plan -> make_config and choose() for bf16's pick), so a split would be an import
-cycle; the weight gradient's choice is apart (heuristics_wgrad.py)."""
+Here: what a configuration is (KernelConfig, make_config and the shared-memory sums the kernels' static_asserts
+mirror) and the forward GEMMs' choice over it, which needs all of that; past 400 lines for it. The rules for
+decode-sized M are in heuristics_decode.py, the weight gradient's choice in heuristics_wgrad.py, the small-M
+kernel's in heuristics_small_m.py."""
 from __future__ import annotations
 
 import dataclasses
@@ -323,7 +324,7 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
     masked layout (the expected count) and the total rows otherwise. e4m3 output (`out_format`) takes the
     same rules over the tiles it can use (fp8_out_ok: multiples of 128 wide), except at decode-sized M, where it
     takes bf16's narrow unsplit tiles with their CTAs sharing each scale group where those clusters fit
-    (_shared_group_plan)."""
+    (heuristics_decode.shared_group_plan)."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     if out_format not in OUT_FORMATS:
@@ -354,7 +355,7 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
         config = candidate(bm, bn)
         tiles = ceil_div(m, bm) * ceil_div(n, bn) * groups
         if tiles >= num_sms and config.stages >= min(3, ceil_div(k, BLOCK_K)):
-            return _plan(config, tiles, num_sms)
+            return plan_for(config, tiles, num_sms)
 
     rates = prefill_rates(layout, m, num_groups)
     best = None
@@ -407,11 +408,10 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
         config = make_config(layout, n, k, num_groups, 128, SHARE_B_BLOCK_N, cluster=2, share_b=True)
         tiles = ceil_div(m, 128) * ceil_div(n, SHARE_B_BLOCK_N)
     if layout == "normal" and m <= DECODE_M:
-        if fp8:
-            shared = _shared_group_plan(m, n, k, num_sms, out_format)
-            if shared is not None:
-                return shared
-        return _decode_plan(m, n, k, num_sms, config, tiles, out_format)
+        from . import heuristics_decode  # (not at the top: its rules are built from this module's)
+
+        bf16 = choose(layout, m, n, k, 1, num_sms).config if fp8 else None
+        return heuristics_decode.plan(m, n, k, num_sms, config, tiles, out_format, bf16)
     # Grouped decode (masked: at most 64 expected rows a group; contiguous: at most one 64-row segment an
     # expert on average): each group's weights are read once. Evict-first paid with 8 groups (masked 0.91-0.99x
     # the time, contiguous 0.88-0.98x); with 32 it cost masked up to 4% and gained contiguous 1-5%, with 128
@@ -424,7 +424,7 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
         # (e4m3 output, half the bytes, measured no faster in wide bands: its epilogue bounds it, NOTES.md v40;
         # the contiguous layout's experts each keep their B tiles in one band already, NOTES.md v27)
         config = dataclasses.replace(config, raster_group=WIDE_RASTER_GROUP)
-    return _plan(config, tiles, num_sms)
+    return plan_for(config, tiles, num_sms)
 
 
 def wide_bands(m: int, n: int, k: int, block_n: int) -> bool:
@@ -440,21 +440,6 @@ def wide_bands(m: int, n: int, k: int, block_n: int) -> bool:
     out_evicts_a = RASTER_GROUP * block_n * m * 2 > L2_BYTES // 3
     a_streams_once = m * k > L2_BYTES // 2 and n * k <= L2_BYTES // 3 and ceil_div(n, block_n) <= WIDE_RASTER_GROUP
     return out_evicts_a or a_streams_once
-
-
-# ----------------------------------------------------------------------------- decode-sized M
-# At M <= DECODE_M a GEMM reads its weights once and does little math: its time is the k-blocks each CTA
-# walks, each bounded by the larger of a latency (wait, MMA, promote) and the bytes the CTA loads for it,
-# plus, with split K, the exchange of partial sums. The constants are fitted to the H200 decode sweep of
-# the kernel that loads at most M rows of A (bench/results/v18: with the rules in choose(), the picks are
-# 1.013x the best measured configuration, geometric mean over 60 shapes, 1.08x at worst; NOTES.md v18).
-DECODE_M = 128
-GROUPED_STREAM_B_BYTES = 256 << 20  # grouped decode: B evict-first up to this many bytes of weights in all
-KB_LATENCY_US = 0.15           # one k-block of a CTA when its loads keep up
-SM_BYTES_PER_US = 35_000       # what one SM's loads sustain with most SMs loading (after an L2 flush)
-DRAM_BYTES_PER_US = 4_300_000  # the whole GPU (reads of A and B once)
-SPLIT_US = {1: 0.0, 2: 2.0, 4: 2.0, 8: 5.0}  # a split tile's exchange (DSMEM, the fixed-order sum, the wait
-                                             # for the slowest share), by split
 
 
 def prefill_rates(layout: str, m: int, num_groups: int) -> dict | None:
@@ -474,6 +459,12 @@ def shares_b(m: int, k: int, num_groups: int) -> bool:
     return m <= SHARE_B_ROWS * num_groups and num_groups >= SHARE_B_GROUPS and k >= SHARE_B_K
 
 
+# ----------------------------------------------------------------------------- decode-sized M
+# At M <= DECODE_M (dense) the rules of heuristics_decode.py pick the tile and its split K.
+DECODE_M = 128
+GROUPED_STREAM_B_BYTES = 256 << 20  # grouped decode: B evict-first up to this many bytes of weights in all
+
+
 # CTAs of clusters of each size resident at once on a 132-SM H200 (cuOccupancyMaxActiveClusters on a split-K kernel,
 # scripts/cluster_capacity.py; NOTES.md v17, v32): clusters are placed within a GPC, so above pairs some SMs stay out.
 CLUSTER_CAPACITY_132 = {1: 132, 2: 132, 3: 117, 4: 120, 5: 110, 6: 102, 7: 105, 8: 120}
@@ -485,121 +476,8 @@ def cluster_capacity(split: int, num_sms: int) -> int:
     return usable - usable % split
 
 
-def decode_cost(m: int, n: int, k: int, block_m: int, block_n: int, split: int, num_sms: int) -> float:
-    """The decode model's time in µs of one tile shape and split: the k-blocks of a CTA's tiles (waves of
-    the resident CTAs) x max(latency, bytes per k-block / SM bandwidth), at least the DRAM floor, plus the
-    exchange of each split tile."""
-    tiles = ceil_div(m, block_m) * ceil_div(n, block_n)
-    waves = ceil_div(tiles * split, cluster_capacity(split, num_sms))
-    kb = ceil_div(ceil_div(k, BLOCK_K), split)
-    rows = min(m, block_m)  # TMA fetches no rows past M
-    loop = waves * kb * max(KB_LATENCY_US, (rows + block_n) * BLOCK_K / SM_BYTES_PER_US)
-    return max(loop, (m + n) * k / DRAM_BYTES_PER_US) + waves * SPLIT_US[split]
-
-
-def _decode_plan(m: int, n: int, k: int, num_sms: int, wave_config: KernelConfig,
-                 wave_tiles: int, out_format: str = "bfloat16") -> LaunchPlan:
-    """Decode-sized M: three rules in order, each measured on the H200 sweep (NOTES.md v17). B is read once,
-    so every pick loads it evict-first in L2 (0.97x the time, geometric mean over the sweep's 60 shapes).
-    1. Over 64 rows and deep K (32 k-blocks or more): 128-row tiles split over pairs, at the narrowest tile
-       whose pairs fit on the SMs, if they fill them. The sweep's best at its three such shapes, where the
-       model misjudges 128-row tiles (128x2112x7168: 11.8 against 14.0 us).
-    2. From 64 rows: the wave rule's tile (`wave_config`), if it fills the GPU with tiles at least 32 wide.
-       As fast as any split there, where the model's picks lost up to 17%.
-    3. Otherwise the decode model's cheapest tile and split (decode_cost; refitted to the v18 sweep, NOTES.md
-       v18).
-    e4m3 output takes the same rules over its tiles (fp8_out_ok: 128 wide)."""
-    fp8 = out_format != "bfloat16"
-    if m > 64 and ceil_div(k, BLOCK_K) >= 32:
-        pairs = cluster_capacity(2, num_sms)
-        for bn in block_n_candidates(128):
-            tiles = ceil_div(m, 128) * ceil_div(n, bn)
-            if bn % 32 or 2 * tiles > pairs or not can_split_k(bn, k, 2) or (fp8 and not fp8_out_ok(bn)):
-                continue
-            config = make_config("normal", n, k, 1, 128, bn, split_k=2, stream_b=True, out_format=out_format)
-            if 2 * tiles >= FULL_WAVE * pairs and config.stages >= 2:
-                return _plan(config, tiles, num_sms)
-            break  # the narrowest tile that fits leaves SMs idle: wider ones would leave more
-    if m >= 64 and FULL_WAVE * num_sms <= wave_tiles <= num_sms and wave_config.block_n >= 32:
-        return _plan(dataclasses.replace(wave_config, stream_b=True), wave_tiles, num_sms)
-    plan = _model_plan(m, n, k, num_sms, out_format)
-    if fp8 and plan.config.split_k > 1 and ceil_div(k, BLOCK_K) >= 32:
-        return _fp8_split_plan(m, n, k, num_sms, out_format) or plan
-    return plan
-
-
-FP8_KB_US = 0.22  # _fp8_split_plan's k-block, and its exchange by split (splits of 5 to 7 were never the fastest)
-FP8_SPLIT_US = {2: 0.0, 3: 0.4, 4: 0.7, 8: 1.6}
-
-
-def _fp8_split_plan(m: int, n: int, k: int, num_sms: int, out_format: str) -> LaunchPlan | None:
-    """e4m3 output at decode-sized M and deep K, where the decode model splits 128-wide tiles: 64x128 tiles (128-row
-    ones took 4-15% longer at M = 128) split over S CTAs, every cluster resident at once, at the least of max(a CTA's
-    k-blocks x FP8_KB_US, the bytes at DRAM_BYTES_PER_US) + FP8_SPLIT_US[S] (None: no split fits). Fitted to the H200
-    sweep of M 64 and 128, N 512 to 4096, K 7168, splits 1 to 8 (NOTES.md v44): its picks are the sweep's fastest, or
-    within 2% of it."""
-    units = ceil_div(m, 64) * ceil_div(n, 128)
-    dram_us = (m + n) * k / DRAM_BYTES_PER_US
-    best = None
-    for split, exchange_us in FP8_SPLIT_US.items():
-        kb = ceil_div(ceil_div(k, BLOCK_K), split)
-        if not can_split_k(128, k, split, out_fp8=True) or units * split > cluster_capacity(split, num_sms):
-            continue
-        config = make_config("normal", n, k, 1, 64, 128, split_k=split, stream_b=True, out_format=out_format)
-        cost = max(kb * FP8_KB_US, dram_us) + exchange_us
-        if config.stages >= 2 and (best is None or cost < best[0] - 1e-9):
-            best = (cost, config)
-    return _plan(best[1], units, num_sms) if best else None
-
-
-def _shared_group_plan(m: int, n: int, k: int, num_sms: int, out_format: str) -> LaunchPlan | None:
-    """e4m3 output at decode-sized M: bf16's pick where its tiles are narrower than a scale group (64 or 32
-    wide) and unsplit, with the group's 2 or 4 CTAs in a cluster sharing each row's amax, if those clusters
-    fit on the SMs at once (pairs: every SM; clusters of 4: 120 of 132). Elsewhere None: the 128-wide rules.
-    With 128-wide tiles these shapes took up to 1.17x bf16's time (NOTES.md v24)."""
-    bf16 = choose("normal", m, n, k, 1, num_sms).config
-    group_ctas = 128 // bf16.block_n
-    if bf16.split_k != 1 or not can_share_group(bf16.block_n, group_ctas):
-        return None
-    config = make_config("normal", n, k, 1, bf16.block_m, bf16.block_n, stream_b=bf16.stream_b,
-                         out_format=out_format, group_ctas=group_ctas)
-    tiles = ceil_div(m, config.block_m) * ceil_div(config.num_n_blocks, group_ctas) * group_ctas
-    if tiles > cluster_capacity(group_ctas, num_sms) or config.stages < min(2, ceil_div(k, BLOCK_K)):
-        return None
-    return _plan(config, tiles, num_sms)
-
-
-def _model_plan(m: int, n: int, k: int, num_sms: int, out_format: str = "bfloat16") -> LaunchPlan:
-    """The decode model's cheapest tile shape and split K (ties: less split, then fewer CTAs, wider tiles),
-    over tiles at least 32 wide (16-wide wgmmas are too short to hide their issue and wait, choose()'s rule 5)."""
-    best = None
-    for bm in (64, 128) if m > 64 else (64,):
-        for bn in block_n_candidates(bm):
-            if bn < 32 or (out_format != "bfloat16" and not fp8_out_ok(bn)):
-                continue
-            for split in (1, 2, 4, 8):
-                fits = can_split_k(bn, k, split) and split <= cluster_capacity(split, num_sms)
-                if not fits or not even_chunks(bn, split):
-                    continue  # (the model was fitted to even column chunks)
-                cost = decode_cost(m, n, k, bm, bn, split, num_sms)
-                config = make_config("normal", n, k, 1, bm, bn, split_k=split, stream_b=True, out_format=out_format)
-                if config.stages < min(2, ceil_div(ceil_div(k, BLOCK_K), split)):
-                    continue
-                tiles = ceil_div(m, bm) * ceil_div(n, bn)
-                key = (round(cost, 3), split, tiles * split, -bn)
-                if best is None or key < best[0]:
-                    best = (key, config, tiles)
-    assert best is not None  # split 1 always fits
-    config, tiles = best[1], best[2]
-    if (config.block_m, config.block_n, config.split_k) == (128, 128, 8) and out_format == "bfloat16":
-        # The model underrates what 8 CTAs exchanging 128x128 partial sums cost: 128x64 tiles over 4, on the same
-        # CTAs, took 0.84-0.99x the time on every shape of the H200 sweep where it picked these (NOTES.md v44).
-        config = make_config("normal", n, k, 1, 128, 64, split_k=4, stream_b=True)
-        tiles = ceil_div(m, 128) * ceil_div(n, 64)
-    return _plan(config, tiles, num_sms)
-
-
-def _plan(config: KernelConfig, tiles: int, num_sms: int) -> LaunchPlan:
+def plan_for(config: KernelConfig, tiles: int, num_sms: int) -> LaunchPlan:
+    """The launch of `config` for `tiles` tiles (its grid: grid_for)."""
     return LaunchPlan(config=config, grid=grid_for(config, tiles, num_sms), num_tiles=tiles)
 
 

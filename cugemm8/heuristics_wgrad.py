@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 
-from .heuristics import (MAX_STAGES, SMEM_CAPACITY, WGRAD_OUT, KernelConfig, LaunchPlan, _plan, ceil_div,
+from .heuristics import (MAX_STAGES, SMEM_CAPACITY, WGRAD_OUT, KernelConfig, LaunchPlan, ceil_div, plan_for,
                          swizzle_for, wgrad_smem_bytes)
 
 LAYOUTS = ("normal", "k_grouped")   # one GEMM, or K grouped (MoE)
@@ -86,4 +86,4 @@ def choose(layout: str, m: int, n: int, num_groups: int, num_sms: int) -> Launch
             if best is None or score < best[0]:
                 best = (score, config, tiles)
     assert best is not None
-    return _plan(best[1], best[2], num_sms)
+    return plan_for(best[1], best[2], num_sms)
