@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from .heuristics import (BLOCK_K, FULL_WAVE, KernelConfig, LaunchPlan, block_n_candidates, can_share_group,
-                         can_split_k, ceil_div, cluster_capacity, even_chunks, fp8_out_ok, make_config, plan_for)
+from .heuristics import (BLOCK_K, FULL_WAVE, L2_BYTES, KernelConfig, LaunchPlan, block_n_candidates,
+                         can_share_group, can_split_k, ceil_div, cluster_capacity, even_chunks, fp8_out_ok, make_config,
+                         plan_for)
 
 # At M <= DECODE_M a GEMM reads its weights once and does little math: its time is the k-blocks each CTA
 # walks, each bounded by the larger of a latency (wait, MMA, promote) and the bytes the CTA loads for it,
@@ -43,8 +44,14 @@ def plan(m: int, n: int, k: int, num_sms: int, wave_config: KernelConfig, wave_t
        As fast as any split there, where the model's picks lost up to 17%.
     3. Otherwise the decode model's cheapest tile and split (decode_cost; refitted to the v18 sweep, NOTES.md
        v18).
-    e4m3 output (`bf16`, required there: bf16's pick for the same shape) first takes bf16's tile where its CTAs can share each
-    scale group (shared_group_plan), else the same rules over its tiles (fp8_out_ok: 128 wide)."""
+    e4m3 output (`bf16`, required there: bf16's pick for the same shape) first takes bf16's tile where its CTAs can
+    share each scale group (shared_group_plan), else the same rules over its tiles (fp8_out_ok: 128 wide). Every
+    pick then keeps B's reuse in the L2 (b_reuse_stages)."""
+    return b_reuse_stages(_rules(m, n, k, num_sms, wave_config, wave_tiles, out_format, bf16), m)
+
+
+def _rules(m: int, n: int, k: int, num_sms: int, wave_config: KernelConfig, wave_tiles: int, out_format: str,
+           bf16: KernelConfig | None) -> LaunchPlan:
     fp8 = out_format != "bfloat16"
     if fp8 and (shared := shared_group_plan(m, n, k, num_sms, out_format, bf16)) is not None:
         return shared
@@ -64,6 +71,27 @@ def plan(m: int, n: int, k: int, num_sms: int, wave_config: KernelConfig, wave_t
     if fp8 and modeled.config.split_k > 1 and ceil_div(k, BLOCK_K) >= 32:
         return fp8_split_plan(m, n, k, num_sms, out_format) or modeled
     return modeled
+
+
+# Where 64x128 tiles split over pairs leave two or more m-blocks reading each B tile, the later CTA finds the lines the
+# first loaded in the L2 only while the grid's loads in flight stay well inside it: at most this many bytes of stages
+# over the grid (fitted on the H200: NOTES.md v45).
+IN_FLIGHT_BYTES = 2 * L2_BYTES // 5
+
+
+def b_reuse_stages(plan: LaunchPlan, m: int) -> LaunchPlan:
+    """`plan` with no more stages than keep IN_FLIGHT_BYTES over its grid, where it splits 64x128 tiles over pairs
+    and M is more than 64 rows: at M = 96 and 128, N 3584 to 4096, K 2048 to 16384 (grids of 112 to 128 CTAs), 6 or 7
+    stages took 0.85-1.00x the time of 8; on grids of 96 or fewer, 8 were as fast or faster. Narrower bf16 tiles
+    (unsplit, 48 to 112 wide) and splits over 4 did not gain from fewer stages (0.97-1.07x), so keep theirs
+    (bench/results/v45)."""
+    config = plan.config
+    if (config.block_m, config.block_n, config.split_k) != (64, 128, 2) or m <= 64:
+        return plan
+    most = max(2, IN_FLIGHT_BYTES // (plan.grid * (config.block_m + config.block_n) * BLOCK_K))
+    if config.stages <= most:
+        return plan
+    return dataclasses.replace(plan, config=dataclasses.replace(config, stages=most))
 
 
 FP8_KB_US = 0.22  # _fp8_split_plan's k-block, and its exchange by split (splits of 5 to 7 were never the fastest)

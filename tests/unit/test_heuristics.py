@@ -362,3 +362,29 @@ def test_decode_splits_against_measured_sweep(out_format, logs, shapes, slack):
         cfg = heuristics.choose("normal", m, n, k, 1, 132, out_format).config
         mine = times[cfg.block_m, cfg.block_n, cfg.split_k]
         assert mine <= slack * min(times.values()), (shape, cfg.block_m, cfg.split_k, mine, min(times.values()))
+
+
+def test_decode_stages_against_measured_sweep():
+    """64x128 tiles split over pairs at M > 64 keep their grid's loads in flight within
+    heuristics_decode.IN_FLIGHT_BYTES: on the H200 probes of 6, 7 and 8 stages (and 4, 5 on some) in
+    bench/results/v45 (M 64 to 128, N 2560 to 4096, K 2048 to 16384), each pick's stage count is within 1% of the
+    fastest measured (8 stages everywhere took up to 1.17x at 128x4096x16384)."""
+    import re
+    import statistics
+
+    timed = {}  # shape -> {stages: [µs, ...]}
+    for name in ("stages-sweep-e4m3", "stages-in-flight", "stages-e4m3-2", "stages-rule"):
+        for line in open(f"bench/results/v45/tile-probe-{name}.log"):
+            hit = re.match(r"(\d+x\d+x\d+) float8_e4m3 64x128 s(\d+) split 2 B evict-first .*? ([\d.]+) us", line)
+            if hit:
+                timed.setdefault(hit[1], {}).setdefault(int(hit[2]), []).append(float(hit[3]))
+    checked = 0
+    for shape, runs in timed.items():
+        m, n, k = (int(v) for v in shape.split("x"))
+        cfg = heuristics.choose("normal", m, n, k, 1, 132, "float8_e4m3").config
+        if (cfg.block_m, cfg.block_n, cfg.split_k) != (64, 128, 2):
+            continue
+        means = {s: statistics.mean(v) for s, v in runs.items()}
+        assert means[cfg.stages] <= 1.01 * min(means.values()), (shape, cfg.stages, means)
+        checked += 1
+    assert checked == 16
