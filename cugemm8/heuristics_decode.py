@@ -79,22 +79,22 @@ def _rules(m: int, n: int, k: int, num_sms: int, wave_config: KernelConfig, wave
 IN_FLIGHT_BYTES = 2 * L2_BYTES // 5
 
 
-def b_reuse_stages(plan: LaunchPlan, m: int) -> LaunchPlan:
-    """`plan` with no more stages than keep IN_FLIGHT_BYTES over its grid, where it splits 64x128 tiles over pairs
+def b_reuse_stages(launch: LaunchPlan, m: int) -> LaunchPlan:
+    """`launch` with no more stages than keep IN_FLIGHT_BYTES over its grid, where it splits 64x128 tiles over pairs
     and M is more than 64 rows: at M = 96 and 128, N 3584 to 4096, K 2048 to 16384 (grids of 112 to 128 CTAs), 6 or 7
     stages took 0.85-1.00x the time of 8; on grids of 96 or fewer, 8 were as fast or faster. Narrower bf16 tiles
     (unsplit, 48 to 112 wide) and splits over 4 did not gain from fewer stages (0.97-1.07x), so keep theirs
     (bench/results/v45)."""
-    config = plan.config
+    config = launch.config
     if (config.block_m, config.block_n, config.split_k) != (64, 128, 2) or m <= 64:
-        return plan
-    most = max(2, IN_FLIGHT_BYTES // (plan.grid * (config.block_m + config.block_n) * BLOCK_K))
+        return launch
+    most = max(2, IN_FLIGHT_BYTES // (launch.grid * (config.block_m + config.block_n) * BLOCK_K))
     if config.stages <= most:
-        return plan
-    return dataclasses.replace(plan, config=dataclasses.replace(config, stages=most))
+        return launch
+    return dataclasses.replace(launch, config=dataclasses.replace(config, stages=most))
 
 
-FP8_KB_US = 0.22  # _fp8_split_plan's k-block, and its exchange by split (splits of 5 to 7 were never the fastest)
+FP8_KB_US = 0.22  # fp8_split_plan's k-block, and its exchange by split (splits of 5 to 7 were never the fastest)
 FP8_SPLIT_US = {2: 0.0, 3: 0.4, 4: 0.7, 8: 1.6}
 
 

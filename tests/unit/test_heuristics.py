@@ -344,9 +344,9 @@ def test_scales_by_warp():
     ("bfloat16", ("v45/tile-probe-decode-bf16-splits.log",), 8, 1.04)])
 def test_decode_splits_against_measured_sweep(out_format, logs, shapes, slack):
     """Decode-sized M where tiles split K: on the H200 sweeps of tiles and splits in bench/results (NOTES.md v44:
-    e4m3's heuristics_decode.fp8_split_plan, bf16's model with its 128x128 over 8 replaced; v45: bf16's decode model against
-    every tile of 32 to 192 columns over 1 to 8 CTAs, uneven splits included), the pick is one that was timed and
-    within `slack` of the fastest (the bf16 model was fitted to 1.08x at worst, NOTES.md v18)."""
+    e4m3's heuristics_decode.fp8_split_plan, bf16's model with its 128x128 over 8 replaced; v45: bf16's decode model
+    against every tile of 32 to 192 columns over 1 to 8 CTAs, uneven splits included), the pick is one that was timed
+    and within `slack` of the fastest (the bf16 model was fitted to 1.08x at worst, NOTES.md v18)."""
     import re
 
     timed = {}  # shape -> {(block_m, block_n, split): µs}
