@@ -41,7 +41,10 @@ def tile_config(tile: str, n: int, k: int, out_dtype: str, m: int | None = None)
                          "256x128, 128x256h, 128x128s4c2, 128x128k2, 64x128k2n or pickr16")
     bm, bn, halves, stages, split, raster, pairs, plain_b = (int(match[1]), int(match[2]), match[3], match[4],
                                                              match[5], match[6], match[7], match[8])
-    if split and (pairs or not heuristics.can_split_k(bn, k, int(split))):
+    fp8 = out_dtype != "bfloat16"
+    if fp8 and (not heuristics.fp8_out_ok(bn) or (split and bn != 128)):  # config.cuh's e4m3 rule, before the JIT
+        raise SystemExit(f"{tile}: e4m3 output needs a tile a multiple of 128 wide (128 when split), got {bm}x{bn}")
+    if split and (pairs or not heuristics.can_split_k(bn, k, int(split), out_fp8=fp8)):
         raise SystemExit(f"{tile}: {bm}x{bn} cannot split K={k} {split} ways" + (" with pairs" if pairs else ""))
     cfg = heuristics.make_config("normal", n, k, 1, bm, bn, cluster=2 if pairs else 1, out_format=out_dtype,
                                  col_halves=2 if halves else None,

@@ -133,6 +133,15 @@ def test_split_tile_names():
         tile_config("128x128k2c2", 4096, 7168, "bfloat16")
 
 
+@pytest.mark.parametrize("tile", ["128x64", "64x96", "64x256k2"])
+def test_e4m3_tiles_the_kernel_rejects_are_refused_before_compiling(tile):
+    """e4m3 output needs tiles a multiple of 128 wide, and 128 when split (config.cuh): the probes say so instead of
+    failing in the JIT's static_assert on the device."""
+    with pytest.raises(SystemExit, match="multiple of 128 wide"):
+        tile_config(tile, 4096, 7168, "float8_e4m3")
+    assert tile_config(tile, 4096, 7168, "bfloat16").block_n == int(tile.split("x")[1].split("k")[0])
+
+
 def test_two_groups_separates_two_latency_classes_and_not_one():
     """l2_side_probe classes chunks by a two-means split; one class of latencies must read as one (low separation)."""
     import random

@@ -338,6 +338,20 @@ def test_scales_by_warp():
     assert not heuristics.scales_by_warp("contiguous", 256, 2, True, 512)
 
 
+def _probe_rows(names):
+    """The timed configurations of benchmarks.tile_probe logs under bench/results: (shape, output, block_m, block_n,
+    stages, split, B evict-first, µs) per line (the bf16 reference lines left out)."""
+    import re
+
+    for name in names:
+        for line in open(f"bench/results/{name}"):
+            hit = re.match(r"(\d+x\d+x\d+) (bfloat16|float8_e4m3) (\d+)x(\d+) s(\d+)(?: split (\d))? .*? ([\d.]+) us",
+                           line)
+            if hit:
+                yield (hit[1], hit[2], int(hit[3]), int(hit[4]), int(hit[5]), int(hit[6] or 1), "B evict-first" in line,
+                       float(hit[7]))
+
+
 @pytest.mark.parametrize("out_format, logs, shapes, slack", [
     ("float8_e4m3", ("v44/tile-probe-splits-e4m3.log", "v44/tile-probe-uneven-e4m3.log"), 14, 1.03),
     ("bfloat16", ("v44/tile-probe-splits-bf16.log",), 10, 1.03),
@@ -347,15 +361,10 @@ def test_decode_splits_against_measured_sweep(out_format, logs, shapes, slack):
     e4m3's heuristics_decode.fp8_split_plan, bf16's model with its 128x128 over 8 replaced; v45: bf16's decode model
     against every tile of 32 to 192 columns over 1 to 8 CTAs, uneven splits included), the pick is one that was timed
     and within `slack` of the fastest (the bf16 model was fitted to 1.08x at worst, NOTES.md v18)."""
-    import re
-
     timed = {}  # shape -> {(block_m, block_n, split): µs}
-    for name in logs:
-        for line in open(f"bench/results/{name}"):
-            hit = re.match(rf"(\d+x\d+x\d+) {out_format} (\d+)x(\d+) s\d+(?: split (\d))? .*? ([\d.]+) us", line)
-            if hit:
-                key = (int(hit[2]), int(hit[3]), int(hit[4] or 1))
-                timed.setdefault(hit[1], {})[key] = float(hit[5])
+    for shape, out, bm, bn, _, split, _, us in _probe_rows(logs):
+        if out == out_format:
+            timed.setdefault(shape, {})[bm, bn, split] = us
     assert len(timed) == shapes
     for shape, times in timed.items():
         m, n, k = (int(v) for v in shape.split("x"))
@@ -369,15 +378,14 @@ def test_decode_stages_against_measured_sweep():
     heuristics_decode.IN_FLIGHT_BYTES: on the H200 probes of 6, 7 and 8 stages (and 4, 5 on some) in
     bench/results/v45 (M 64 to 128, N 2560 to 4096, K 2048 to 16384), each pick's stage count is within 1% of the
     fastest measured (8 stages everywhere took up to 1.17x at 128x4096x16384)."""
-    import re
     import statistics
 
     timed = {}  # shape -> {stages: [µs, ...]}
-    for name in ("stages-sweep-e4m3", "stages-in-flight", "stages-e4m3-2", "stages-rule"):
-        for line in open(f"bench/results/v45/tile-probe-{name}.log"):
-            hit = re.match(r"(\d+x\d+x\d+) float8_e4m3 64x128 s(\d+) split 2 B evict-first .*? ([\d.]+) us", line)
-            if hit:
-                timed.setdefault(hit[1], {}).setdefault(int(hit[2]), []).append(float(hit[3]))
+    logs = [f"v45/tile-probe-{name}.log" for name in ("stages-sweep-e4m3", "stages-in-flight", "stages-e4m3-2",
+                                                        "stages-rule")]
+    for shape, out, bm, bn, stages, split, evict_first, us in _probe_rows(logs):
+        if (out, bm, bn, split, evict_first) == ("float8_e4m3", 64, 128, 2, True):
+            timed.setdefault(shape, {}).setdefault(stages, []).append(us)
     checked = 0
     for shape, runs in timed.items():
         m, n, k = (int(v) for v in shape.split("x"))
