@@ -3,7 +3,7 @@
 
     git archive <commit> cugemm8 cuda_src | tar -x -C /tmp/base
     python -m benchmarks.round_robin --base /tmp/base [--rounds 20] [--quick] [--sections dense,masked]
-                                     [--match REGEX] [--out-dtype float8_e4m3] [--out FILE.json]
+                                     [--shapes MxNxK,...] [--match REGEX] [--out-dtype float8_e4m3] [--out FILE.json]
 
 The other checkout's package is loaded under the alias cugemm8_base (library.load): its own modules, its
 own cuda_src/, its own JIT cache keys. Each case (the benchmark's shapes) gets the heuristic's configuration
@@ -49,8 +49,18 @@ def section_shapes(section: str, quick: bool) -> tuple[Shape, ...]:
     return QUICK_SHAPES[section] if quick else TABLES[section]
 
 
-def cases(sections=DEFAULT_SECTIONS, quick: bool = False) -> list[Shape]:
+def cases(sections=DEFAULT_SECTIONS, quick: bool = False, shapes: str | None = None) -> list[Shape]:
+    """The sections' shapes, or with `shapes` ("MxNxK,..."), those dense GEMMs instead."""
+    if shapes is not None:
+        return [Shape("normal", 1, *dense_shape(s)) for s in shapes.split(",") if s]
     return [s for sec in sections for s in section_shapes(sec, quick)]
+
+
+def dense_shape(text: str) -> tuple[int, int, int]:
+    dims = text.lower().split("x")
+    if len(dims) != 3 or not all(d.isdigit() and int(d) > 0 for d in dims):
+        raise ValueError(f"--shapes: expected MxNxK with positive integers, got {text!r}")
+    return int(dims[0]), int(dims[1]), int(dims[2])
 
 
 def problem(shape: Shape, align: int) -> tuple:
@@ -159,6 +169,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=20, help="rounds (samples per case and variant)")
     ap.add_argument("--sections", default=",".join(DEFAULT_SECTIONS))
     ap.add_argument("--quick", action="store_true", help="the benchmark's quick subset of shapes")
+    ap.add_argument("--shapes", default=None, help="dense GEMMs MxNxK, comma-separated, in place of the sections")
     ap.add_argument("--match", default=None, help="a regular expression: only the cases whose labels it finds")
     ap.add_argument("--out-dtype", default="bfloat16", choices=("bfloat16", "float8_e4m3", "float8_e4m3_ue8m0"),
                     help="the output every call writes (e4m3: with its 1x128 scales)")
@@ -167,6 +178,10 @@ def main(argv=None) -> int:
     sections = [s for s in args.sections.split(",") if s]
     if set(sections) - set(SECTIONS):
         ap.error(f"sections must be some of {list(SECTIONS)}")
+    try:
+        shapes = cases(sections, args.quick, args.shapes)
+    except ValueError as exc:
+        ap.error(str(exc))
     import cupy as cp
 
     import cugemm8
@@ -179,7 +194,7 @@ def main(argv=None) -> int:
     sms, align = cugemm8.get_num_sms(), cugemm8.get_m_alignment_for_contiguous_layout()
     rng = cp.random.default_rng(20261122)
     fns, rows, cfgs = {}, [], {}
-    for shape in cases(sections, args.quick):
+    for shape in shapes:
         if args.match and not re.search(args.match, shape.label):
             continue
         row = {"label": shape.label, **dataclasses.asdict(shape)}

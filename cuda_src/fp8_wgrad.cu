@@ -5,13 +5,16 @@
 //   tmap_d   D as [groups][M][N] FP32 (the normal layout: one group)
 //   k_sizes  the k-grouped layout: each group's K (int32, on the GPU); unused by the normal layout
 //   m, k     rows of A and D; columns of A and B (the k-grouped layout: all groups')
+//   tmap_a_tail, tmap_sa_tail   A and its scales with boxes of the last m-block's rows (producer.cuh)
 #include "gemm/kernel.cuh"
 
 extern "C" __global__ void __launch_bounds__(cg8::Config::kThreads, 1)
 cugemm8_fp8_wgrad(const __grid_constant__ CUtensorMap tmap_a, const __grid_constant__ CUtensorMap tmap_b,
                   const __grid_constant__ CUtensorMap tmap_sa, const __grid_constant__ CUtensorMap tmap_sb,
-                  const __grid_constant__ CUtensorMap tmap_d, const int* __restrict__ k_sizes, unsigned int m,
+                  const __grid_constant__ CUtensorMap tmap_d, const __grid_constant__ CUtensorMap tmap_a_tail,
+                  const __grid_constant__ CUtensorMap tmap_sa_tail, const int* __restrict__ k_sizes, unsigned int m,
                   unsigned int k) {
     static_assert(cg8::Config::kRowScalesB, "fp8_wgrad.cu serves the weight-gradient configurations");
-    cg8::fp8_gemm<cg8::Config>(tmap_a, tmap_b, tmap_sa, tmap_d, nullptr, k_sizes, nullptr, 0u, m, nullptr, 0u, tmap_sb, k);
+    cg8::fp8_gemm<cg8::Config>(tmap_a, tmap_b, tmap_sa, tmap_d, nullptr, k_sizes, nullptr, 0u, m, nullptr, 0u, tmap_sb, k,
+                              tmap_a_tail, tmap_sa_tail);
 }

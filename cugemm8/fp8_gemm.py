@@ -160,62 +160,79 @@ def get_kernel(cfg: KernelConfig, device: int, ffma: FfmaSpec = None) -> LoadedK
 
 
 # ----------------------------------------------------------------------------- arguments and launch
-def box_rows_a(cfg: KernelConfig, rows: int) -> int:
-    """Rows of A's TMA box, and (rounded up to 4, TMA's 16 bytes) of its scales' box; the kernel expects the
-    same bytes per stage (TilePolicy::rows_a_landing in cuda_src/gemm/policy_*.cuh). The normal layout's tiles
-    of up to 128 rows load at most M rows, so a GEMM with fewer rows than a tile reads no rows past A's end
-    (NOTES.md v18); a pair sharing A loads half a tile each."""
+def a_boxes(cfg: KernelConfig, rows: int) -> tuple[int, int]:
+    """Rows of A's TMA boxes, and (rounded up to 4, TMA's 16 bytes) of its scales' boxes: the main maps' and the
+    tail maps', which the tile in the last m-block loads through when it has fewer rows than a tile. The kernel
+    expects the same bytes per stage (TilePolicy::rows_a_landing in cuda_src/gemm/policy_*.cuh). The normal
+    layout's tiles of up to 128 rows load no rows past A's end (NOTES.md v18, v46); a pair sharing A loads half
+    a tile each; the other layouts and 256-row tiles load whole tiles through both maps."""
     if cfg.cluster > 1 and not cfg.share_b:
-        return cfg.block_m // cfg.cluster
-    return min(rows, cfg.block_m) if cfg.layout == "normal" and cfg.block_m <= 128 else cfg.block_m
+        return cfg.block_m // cfg.cluster, cfg.block_m // cfg.cluster
+    if cfg.layout == "normal" and cfg.block_m <= 128:
+        return min(rows, cfg.block_m), rows - (max(-(-rows // cfg.block_m), 1) - 1) * cfg.block_m
+    return cfg.block_m, cfg.block_m
+
+
+def _a_maps(a_ptr: int, sa_ptr: int, k: int, a_rows: int, a_ld: int, sa_inner: int,
+            sa_outer: int, sa_ld: int, box: int) -> tuple:
+    """A's map and its scales' (M-major: sa_inner rows a k-block, sa_ld floats apart) with boxes of `box` rows."""
+    dt = runtime.TMA_DTYPE
+    return (runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, a_ptr, k, a_rows, a_ld, BLOCK_K, box, 128),
+            runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, sa_ptr, sa_inner, sa_outer, sa_ld * 4,
+                              -(-box // 4) * 4, 1, 0))
 
 
 def tensor_maps(cfg: KernelConfig, rows: int, a_ld: int, b_ld: int, sa_ld: int, d_ld: int,
                 ptrs: tuple[int, int, int, int]) -> tuple:
-    """The kernel's 4 tensor maps (A, B, A's scales, D) for `rows` rows of A and D and these leading
-    dimensions (A and B in bytes, the scales and D in elements; D holds bf16 or e4m3 bytes)."""
+    """The kernel's 6 tensor maps (A, B, A's scales, D, then A and its scales with the tail boxes: a_boxes, the
+    main maps themselves where the boxes agree) for
+    `rows` rows of A and D and these leading dimensions (A and B in bytes, the scales and D in elements; D holds
+    bf16 or e4m3 bytes)."""
     dt = runtime.TMA_DTYPE
     kb = -(-cfg.k // BLOCK_K)
     groups = cfg.num_groups
     # masked: A, its scales and D stack the groups ([G*max_m, ...]); B always stacks them.
     a_rows = rows * groups if cfg.layout == "masked" else rows
     sa_outer = kb * groups if cfg.layout == "masked" else kb
-    sa_inner = rows
     out_bytes = 1 if cfg.out_fp8 else 2
     atom_cols = cfg.swizzle_d // out_bytes if cfg.swizzle_d else cfg.block_n
     d_type = dt.CU_TENSOR_MAP_DATA_TYPE_UINT8 if cfg.out_fp8 else dt.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-    box_a = box_rows_a(cfg, rows)
+    box, tail = a_boxes(cfg, rows)
+    map_a, map_sa = _a_maps(ptrs[0], ptrs[2], cfg.k, a_rows, a_ld, rows, sa_outer, sa_ld, box)
     return (
-        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[0], cfg.k, a_rows, a_ld, BLOCK_K, box_a, 128),
+        map_a,
         runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[1], cfg.k, cfg.n * groups, b_ld, BLOCK_K,
                           cfg.block_n // 2 if cfg.share_b else cfg.block_n, 128),  # pairs sharing B: half tiles
-        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, ptrs[2], sa_inner, sa_outer, sa_ld * 4,
-                          -(-box_a // 4) * 4, 1, 0),
+        map_sa,
         runtime.encode_2d(d_type, ptrs[3], cfg.n, a_rows, d_ld * out_bytes, atom_cols, min(cfg.block_m, a_rows),
                           cfg.swizzle_d),
+        *((map_a, map_sa) if tail == box else _a_maps(ptrs[0], ptrs[2], cfg.k, a_rows, a_ld, rows, sa_outer,
+                                                       sa_ld, tail)),
     )
 
 
 class GemmLauncher:
-    """One kernel bound to one problem geometry: 4 tensor maps and the packed argument array.
+    """One kernel bound to one problem geometry: 6 tensor maps and the packed argument array.
 
     Geometry (what the maps encode besides addresses): rows of A/D, row strides of every operand.
     Addresses may change from call to call."""
 
     def __init__(self, kern: LoadedKernel, grid: int, rows: int, a_ld: int, b_ld: int, sa_ld: int, d_ld: int,
                  ptrs: tuple[int, int, int, int]):
-        self._bind(kern, grid, tensor_maps(kern.config, rows, a_ld, b_ld, sa_ld, d_ld, ptrs), ptrs)
+        self._bind(kern, grid, tensor_maps(kern.config, rows, a_ld, b_ld, sa_ld, d_ld, ptrs), (*ptrs, ptrs[0], ptrs[2]))
         self._pack_arguments(ptrs[3], d_ld, rows)
 
     def _bind(self, kern: LoadedKernel, grid: int, maps: tuple, ptrs: tuple) -> None:
-        """The kernel, its grid (capped for clusters), its tensor maps and their current addresses, and what a
-        launch needs; the arguments are packed by the caller."""
+        """The kernel, its grid (capped for clusters), its tensor maps (one a map parameter; the tail maps may be
+        the main ones) and their current addresses, and what a launch needs; the arguments are packed by the
+        caller."""
         cfg = kern.config
         self.kernel = kern
         self.grid = grid if kern.max_grid is None else min(grid, kern.max_grid)
         self.maps = maps
         self.ptrs = list(ptrs)
         self._map_addrs = [int(m.getPtr()) for m in self.maps]
+        self._distinct = [i for i, addr in enumerate(self._map_addrs) if addr not in self._map_addrs[:i]]
         self._function = int(kern.function)
         self._threads = cfg.threads
         self._smem = cfg.smem_bytes
@@ -228,8 +245,8 @@ class GemmLauncher:
         self._pdl_config_ptr = ctypes.pointer(self._pdl_config)
 
     def _pack_arguments(self, d_ptr: int, d_ld: int, rows: int) -> None:
-        """The kernel's parameters, in order: tmap_a, tmap_b, tmap_sa, tmap_d (by address), then the
-        B-scale pointer, the layout pointer (m_indices or masked_m; 0 for dense), the D pointer,
+        """The kernel's parameters, in order: tmap_a, tmap_b, tmap_sa, tmap_d, tmap_a_tail, tmap_sa_tail (by
+        address), then the B-scale pointer, the layout pointer (m_indices or masked_m; 0 for dense), the D pointer,
         D's leading dimension (u32), M (u32), and for e4m3 output its scales' pointer and leading dimension
         (u32: rows rounded up to 4, as A's scales; unused for bf16). launch() rewrites the four pointers."""
         self._sb = ctypes.c_uint64(0)
@@ -239,7 +256,7 @@ class GemmLauncher:
         self._m = ctypes.c_uint32(rows)
         self._d_scale = ctypes.c_uint64(0)
         self._ld_scale = ctypes.c_uint32(get_tma_aligned_size(rows, 4))
-        self._argv = (ctypes.c_void_p * 11)(
+        self._argv = (ctypes.c_void_p * 13)(
             *self._map_addrs,
             ctypes.addressof(self._sb), ctypes.addressof(self._layout), ctypes.addressof(self._d),
             ctypes.addressof(self._ldd), ctypes.addressof(self._m), ctypes.addressof(self._d_scale),
@@ -253,13 +270,14 @@ class GemmLauncher:
             self._layout.value = layout_ptr
             self._d.value = d_ptr
             self._d_scale.value = d_scale_ptr
-            self._swap_and_launch((a_ptr, b_ptr, sa_ptr, d_ptr), stream_ptr)
+            self._swap_and_launch((a_ptr, b_ptr, sa_ptr, d_ptr, a_ptr, sa_ptr), stream_ptr)
 
     def _swap_and_launch(self, map_ptrs: tuple, stream_ptr: int) -> None:
-        """Swap the tensor maps' addresses that changed (in the order of self.maps), then launch; the caller holds
-        the lock and has set the scalar arguments."""
+        """Swap the tensor maps' addresses that changed (in the order of self.maps; a map passed twice is swapped
+        once), then launch; the caller holds the lock and has set the scalar arguments."""
         ptrs = self.ptrs
-        for i, p in enumerate(map_ptrs):
+        for i in self._distinct:
+            p = map_ptrs[i]
             if ptrs[i] != p:
                 err = self._cu_replace(self._map_addrs[i], p)
                 if err:
@@ -325,34 +343,39 @@ def bind(cfg: KernelConfig, a, a_scale, b, b_scale, out, *, layout=None, grid: i
 # ----------------------------------------------------------------------------- the weight gradient
 def wgrad_tensor_maps(cfg: KernelConfig, m: int, k: int, groups: int, a_ld: int, b_ld: int, d_ld: int, d_gld: int,
                       ptrs: tuple) -> tuple:
-    """The weight-gradient kernel's 5 tensor maps (cuda_src/fp8_wgrad.cu): A [m, k] and B [N, k] (bytes, row
-    strides a_ld and b_ld), their scales M-major as A's ([ceil(k/128)][rows rounded up to 4] floats), and D as
-    [groups][m][N] FP32 (row stride d_ld, group stride d_gld, in elements)."""
+    """The weight-gradient kernel's 7 tensor maps (cuda_src/fp8_wgrad.cu): A [m, k] and B [N, k] (bytes, row
+    strides a_ld and b_ld), their scales M-major as A's ([ceil(k/128)][rows rounded up to 4] floats), D as
+    [groups][m][N] FP32 (row stride d_ld, group stride d_gld, in elements), then A and its scales with the tail
+    boxes (a_boxes; the main maps themselves where the boxes agree)."""
     dt = runtime.TMA_DTYPE
     kb = -(-k // BLOCK_K)
-    box_a = box_rows_a(cfg, m)
+    box, tail = a_boxes(cfg, m)
+    sa_ld = get_tma_aligned_size(m, 4)
     f32 = dt.CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+    map_a, map_sa = _a_maps(ptrs[0], ptrs[2], k, m, a_ld, m, kb, sa_ld, box)
     return (
-        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[0], k, m, a_ld, BLOCK_K, box_a, 128),
+        map_a,
         runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[1], k, cfg.n, b_ld, BLOCK_K, cfg.block_n, 128),
-        runtime.encode_2d(f32, ptrs[2], m, kb, get_tma_aligned_size(m, 4) * 4, -(-box_a // 4) * 4, 1, 0),
+        map_sa,
         runtime.encode_2d(f32, ptrs[3], cfg.n, kb, get_tma_aligned_size(cfg.n, 4) * 4, cfg.block_n, 1, 0),
         runtime.encode_3d(f32, ptrs[4], (cfg.n, m, groups), (d_ld * 4, d_gld * 4),
                           (cfg.swizzle_d // 4, min(cfg.block_m, m), 1), cfg.swizzle_d),
+        *((map_a, map_sa) if tail == box else _a_maps(ptrs[0], ptrs[2], k, m, a_ld, m, kb, sa_ld, tail)),
     )
 
 
 class WgradLauncher(GemmLauncher):
     """The weight-gradient kernel bound to one geometry (rows M, columns K of A and B, groups, row strides):
-    5 tensor maps and the packed arguments tmap_a, tmap_b, tmap_sa, tmap_sb, tmap_d, the k-sizes pointer,
-    M and K (u32). Addresses may change from call to call, as GemmLauncher's."""
+    7 tensor maps and the packed arguments tmap_a, tmap_b, tmap_sa, tmap_sb, tmap_d, tmap_a_tail, tmap_sa_tail,
+    the k-sizes pointer, M and K (u32). Addresses may change from call to call, as GemmLauncher's."""
 
     def __init__(self, kern: LoadedKernel, grid: int, m: int, k: int, groups: int, a_ld: int, b_ld: int, d_ld: int,
                  d_gld: int, ptrs: tuple):
-        self._bind(kern, grid, wgrad_tensor_maps(kern.config, m, k, groups, a_ld, b_ld, d_ld, d_gld, ptrs), ptrs)
+        self._bind(kern, grid, wgrad_tensor_maps(kern.config, m, k, groups, a_ld, b_ld, d_ld, d_gld, ptrs),
+                   (*ptrs, ptrs[0], ptrs[2]))
         self._layout = ctypes.c_uint64(0)
         self._m, self._k = ctypes.c_uint32(m), ctypes.c_uint32(k)
-        self._argv = (ctypes.c_void_p * 8)(*self._map_addrs, ctypes.addressof(self._layout),
+        self._argv = (ctypes.c_void_p * 10)(*self._map_addrs, ctypes.addressof(self._layout),
                                            ctypes.addressof(self._m), ctypes.addressof(self._k))
         self._argv_addr = ctypes.addressof(self._argv)
 
@@ -360,7 +383,7 @@ class WgradLauncher(GemmLauncher):
                stream_ptr: int) -> None:
         with self._lock:
             self._layout.value = k_sizes_ptr
-            self._swap_and_launch((a_ptr, b_ptr, sa_ptr, sb_ptr, d_ptr), stream_ptr)
+            self._swap_and_launch((a_ptr, b_ptr, sa_ptr, sb_ptr, d_ptr, a_ptr, sa_ptr), stream_ptr)
 
 
 def get_wgrad_launcher(cfg: KernelConfig, device: int, grid: int, m: int, k: int, groups: int, a_ld: int, b_ld: int,

@@ -18,7 +18,8 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
                                          const CUtensorMap& tmap_sa, const CUtensorMap& tmap_d, const float* __restrict__ sb,
                                          const int32_t* __restrict__ layout, unsigned short* __restrict__ d,
                                          uint32_t ldd, uint32_t m, float* __restrict__ d_scale, uint32_t ld_scale,
-                                         const CUtensorMap& tmap_sb, uint32_t k) {
+                                         const CUtensorMap& tmap_sb, uint32_t k, const CUtensorMap& tmap_a_tail,
+                                         const CUtensorMap& tmap_sa_tail) {
     using Tiles = TilePolicy<Cfg>;
     extern __shared__ __align__(1024) uint8_t smem[];
     const SharedMemory<Cfg> sm(smem);
@@ -37,6 +38,8 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
         tma_prefetch_map(&tmap_sa);
         tma_prefetch_map(&tmap_d);
         if constexpr (Cfg::kRowScalesB) tma_prefetch_map(&tmap_sb);
+        tma_prefetch_map(&tmap_a_tail);
+        tma_prefetch_map(&tmap_sa_tail);
         init_stage_barriers<Cfg>(sm.full, sm.empty);
         Tiles::init_barriers(sm.ring_barriers);
         if constexpr (Cfg::kExchangeCtas > 1) {
@@ -76,8 +79,8 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
     RingPosition<Cfg> ring;
     if (wg == Cfg::kNumMathWG) {
         setmaxnreg_dec<40>();
-        const uint32_t tx_bytes = SmemLayout<Cfg>::stage_tx_bytes(Tiles::rows_a_landing(m));
-        Producer<Cfg>{tmap_a, tmap_b, tmap_sa, tmap_sb, sb, sm, tiles, ring, cta_rank, tx_bytes}.run(tid, warp, lane);
+        Producer<Cfg>{tmap_a, tmap_b, tmap_sa, tmap_sb, tmap_a_tail, tmap_sa_tail, sb, sm, tiles, ring, cta_rank}
+            .run(tid, warp, lane);
     } else {
         setmaxnreg_inc<Cfg::kNumMathWG == 1 ? 240 : 232>();
         MathWarpgroups<Cfg>{tmap_d, sb, d, ldd, d_scale, ld_scale, sm, tiles, ring, wg, tid, warp, lane}.run();

@@ -36,7 +36,7 @@ struct KGroupedTiles : WholeTiles<Cfg> {
         tile_idx = blockIdx.x;
     }
 
-    __device__ __forceinline__ static uint32_t rows_a_landing(uint32_t) { return Cfg::kBlockM; }  // whole tiles
+    __device__ __forceinline__ static uint32_t rows_a_landing(const Tile&) { return Cfg::kBlockM; }  // whole tiles
 
     // Every thread, before the set-up barrier: each group's k-blocks (a negative K counts as 0, and none counts
     // more than the ceil(k / 128) k-blocks of A, which keeps the running sums below from overflowing).

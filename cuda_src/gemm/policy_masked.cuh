@@ -50,7 +50,7 @@ struct MaskedTiles {
         }
     }
 
-    __device__ __forceinline__ static uint32_t rows_a_landing(uint32_t) { return Cfg::kBlockM; }  // whole tiles
+    __device__ __forceinline__ static uint32_t rows_a_landing(const Tile&) { return Cfg::kBlockM; }  // whole tiles
     __device__ __forceinline__ static void init_barriers(uint64_t*) {}
 
     // Every thread, before the set-up barrier: each group's valid rows into shared memory, so that the

@@ -51,13 +51,16 @@ struct NormalTiles : WholeTiles<Cfg> {
         return true;
     }
 
-    // Rows of A (and of its scales) that land in a stage: at most M, so a GEMM of fewer rows than a tile
-    // loads no rows past the tensor (out-of-bounds rows cost the loads up to 25% at K = 7168: NOTES.md v18).
-    // The stage's other rows are never written; an MMA row depends only on its own row of A, and those rows
-    // are never stored. A multicast pair lands a whole tile, and so do 256-row tiles (picked for large M
-    // only: their kernels keep the compile-time byte count). fp8_gemm.box_rows_a encodes the TMA boxes.
-    __device__ __forceinline__ static uint32_t rows_a_landing(uint32_t m) {
-        return Cfg::kMulticast == 1 && Cfg::kBlockM <= 128 ? min(m, Cfg::kBlockM) : Cfg::kBlockM;
+    // Rows of A (and of its scales) that land in a stage for tile t: the rows left in A, at most a tile. A
+    // tile with fewer rows loads them through the tail maps, whose boxes hold just the last m-block's rows
+    // (fp8_gemm.a_boxes): rows past the tensor cost the loads up to 25% at K = 7168 when M is below a
+    // tile (NOTES.md v18), and 1.33x the time at 65x4096x16384 when they fill most of the last m-block (v46).
+    // The stage's other rows are never written; an MMA row depends only on its own row of A, and those
+    // rows are never stored. A multicast pair lands a whole tile, and so do 256-row tiles (picked for large
+    // M only: their kernels keep the compile-time byte count).
+    __device__ __forceinline__ uint32_t rows_a_landing(const Tile& t) const {
+        if constexpr (Cfg::kMulticast == 1 && Cfg::kBlockM <= 128) return min(m - t.m_block * Cfg::kBlockM, Cfg::kBlockM);
+        else return Cfg::kBlockM;
     }
 
     __device__ __forceinline__ int32_t pass_group(const Tile& t, uint32_t) const { return t.group; }

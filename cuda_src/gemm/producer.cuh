@@ -21,12 +21,13 @@ struct Producer {
     const CUtensorMap& tmap_b;
     const CUtensorMap& tmap_sa;
     const CUtensorMap& tmap_sb;  // 1x128 B scales (kRowScalesB); the forward kernels pass tmap_sa, unused
+    const CUtensorMap& tmap_a_tail;   // A and its scales with boxes of the last m-block's rows (rows_a_landing)
+    const CUtensorMap& tmap_sa_tail;
     const float* __restrict__ sb;  // B's 128x128 block scales (kScalesByWarp)
     const SharedMemory<Cfg> sm;
     Tiles& tiles;               // the tile walk (the kernel's)
     RingPosition<Cfg>& ring;    // the position in the stage ring (the kernel's)
     uint32_t cta_rank;
-    uint32_t tx_bytes;          // TMA bytes landing per stage (SmemLayout::stage_tx_bytes)
 
     // Every load of one tile; after_load() runs after each k-block's.
     template <bool kSplitTile, bool kWhole, class AfterLoad>
@@ -34,6 +35,12 @@ struct Producer {
         const int32_t a_row = int32_t(tiles.a_row(t));
         const int32_t sa_row0 = int32_t(tiles.sa_row(t));
         const int32_t sa_col = int32_t(t.m_block * Cfg::kBlockM);
+        // A tile with fewer rows than kBlockM loads them through the tail maps (their boxes hold just those rows).
+        const uint32_t rows_a = tiles.rows_a_landing(t);
+        const bool tail = rows_a < Cfg::kBlockM;
+        const CUtensorMap* map_a = tail ? &tmap_a_tail : &tmap_a;
+        const CUtensorMap* map_sa = tail ? &tmap_sa_tail : &tmap_sa;
+        const uint32_t tx_bytes = Smem::stage_tx_bytes(rows_a);
         CG8_MARK(kTraceLoads, (t.n_block << 16) | t.m_block);
 #pragma unroll 1
         for (uint32_t passes = kWhole ? 1u : t.passes; passes != 0; passes &= passes - 1) {
@@ -59,8 +66,8 @@ struct Producer {
                     tma_load_2d_multicast(sm.sa + ring.stage * Cfg::kBlockM + half, &tmap_sa, bar,
                                           sa_col + int32_t(half), sa_row0 + int32_t(kb), 0x3);
                 } else {
-                    tma_load_2d(sm.a + ring.stage * Smem::kStageA, &tmap_a, bar, int32_t(kb * kBlockK), a_row);
-                    tma_load_2d(sm.sa + ring.stage * Cfg::kBlockM, &tmap_sa, bar, sa_col, sa_row0 + int32_t(kb));
+                    tma_load_2d(sm.a + ring.stage * Smem::kStageA, map_a, bar, int32_t(kb * kBlockK), a_row);
+                    tma_load_2d(sm.sa + ring.stage * Cfg::kBlockM, map_sa, bar, sa_col, sa_row0 + int32_t(kb));
                 }
                 if constexpr (Cfg::kShareB) {  // B's box is half a tile: one half each, or both halves here
                     uint8_t* b = sm.b + ring.stage * Smem::kStageB;

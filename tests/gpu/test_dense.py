@@ -179,11 +179,11 @@ def test_matmul_decode_shapes(m, n, k):
 
 
 @pytest.mark.parametrize("bm, bn, split", [(64, 64, 1), (128, 32, 2), (64, 96, 4), (256, 128, 1)])
-@pytest.mark.parametrize("m", [1, 3, 4, 5, 17, 63, 64, 65, 127, 200])
+@pytest.mark.parametrize("m", [1, 3, 4, 5, 17, 63, 64, 65, 127, 129, 200, 300])
 def test_a_box_of_fewer_rows_than_a_tile(bm, bn, split, m):
-    """Fewer rows than a tile: A's TMA box holds only M rows (fp8_gemm.box_rows_a; 256-row tiles keep whole
-    boxes), the stage's other rows are stale and never reach the output; M over a tile loads whole tiles.
-    Every written element right, nothing past M written, same bits twice."""
+    """A tile with fewer rows than a tile (M below a tile, or the last m-block): A's TMA box holds only those rows
+    (fp8_gemm.a_boxes, the tail maps; 256-row tiles keep whole boxes), the stage's other rows are stale and never
+    reach the output. Every written element right, nothing past M written, same bits twice."""
     n, k = 3 * bn + 8, 1040
     cfg = heuristics.make_config("normal", n, k, 1, bm, bn, split_k=split)
     x, w, a, sa, b, sb = make_dense(m, n, k, seed=m + bm)

@@ -73,6 +73,12 @@ def test_cases_and_problems():
     rows = shapes.uneven_expert_rows(64, 256)
     total = sum(-(-r // shapes.PREFILL_ALIGN) * shapes.PREFILL_ALIGN for r in rows)
     assert round_robin.problem(uneven, 64) == ("contiguous", total, 64, total) == ("contiguous", 18304, 64, 18304)
+    # dense shapes named on the command line replace the sections
+    assert round_robin.cases(("dense",), shapes="65x4096x7168,200x2112x512") == [
+        shapes.Shape("normal", 1, 65, 4096, 7168), shapes.Shape("normal", 1, 200, 2112, 512)]
+    for bad in ("65x4096", "65x4096x0", "ax1x2"):
+        with pytest.raises(ValueError, match="MxNxK"):
+            round_robin.cases(shapes=bad)
 
 
 def test_summarize_and_lines():
