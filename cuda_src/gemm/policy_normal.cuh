@@ -56,10 +56,9 @@ struct NormalTiles : WholeTiles<Cfg> {
     // (fp8_gemm.a_boxes): rows past the tensor cost the loads up to 25% at K = 7168 when M is below a
     // tile (NOTES.md v18), and 1.33x the time at 65x4096x16384 when they fill most of the last m-block (v46).
     // The stage's other rows are never written; an MMA row depends only on its own row of A, and those
-    // rows are never stored. A multicast pair lands a whole tile, and so do 256-row tiles (picked for large
-    // M only: their kernels keep the compile-time byte count).
+    // rows are never stored. A multicast pair lands a whole tile.
     __device__ __forceinline__ uint32_t rows_a_landing(const Tile& t) const {
-        if constexpr (Cfg::kMulticast == 1 && Cfg::kBlockM <= 128) return min(m - t.m_block * Cfg::kBlockM, Cfg::kBlockM);
+        if constexpr (Cfg::kMulticast == 1) return min(m - t.m_block * Cfg::kBlockM, Cfg::kBlockM);
         else return Cfg::kBlockM;
     }
 
