@@ -162,14 +162,15 @@ def get_kernel(cfg: KernelConfig, device: int, ffma: FfmaSpec = None) -> LoadedK
 # ----------------------------------------------------------------------------- arguments and launch
 def a_boxes(cfg: KernelConfig, rows: int) -> tuple[int, int]:
     """Rows of A's TMA boxes, and (rounded up to 4, TMA's 16 bytes) of its scales' boxes: the main maps' and the
-    tail maps', which the tile in the last m-block loads through when it has fewer rows than a tile. The kernel
-    expects the same bytes per stage (TilePolicy::rows_a_landing in cuda_src/gemm/policy_*.cuh). The normal
-    layout's tiles load no rows past A's end (NOTES.md v18, v46); a pair sharing A loads half a tile each; the
-    other layouts load whole tiles through both maps."""
+    tail maps', which a last m-block of fewer rows than a tile, after others, loads through. The kernel expects
+    the same bytes per stage (TilePolicy::rows_a_landing and tail_maps in cuda_src/gemm/policy_*.cuh). The
+    normal layout's tiles load no rows past A's end (NOTES.md v18, v46); a pair sharing A loads half a tile
+    each; the other layouts load whole tiles."""
     if cfg.cluster > 1 and not cfg.share_b:
         return cfg.block_m // cfg.cluster, cfg.block_m // cfg.cluster
     if cfg.layout == "normal":
-        return min(rows, cfg.block_m), rows - (max(-(-rows // cfg.block_m), 1) - 1) * cfg.block_m
+        last = rows % cfg.block_m
+        return min(rows, cfg.block_m), last if rows > cfg.block_m and last else min(rows, cfg.block_m)
     return cfg.block_m, cfg.block_m
 
 

@@ -38,8 +38,12 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
         tma_prefetch_map(&tmap_sa);
         tma_prefetch_map(&tmap_d);
         if constexpr (Cfg::kRowScalesB) tma_prefetch_map(&tmap_sb);
-        tma_prefetch_map(&tmap_a_tail);
-        tma_prefetch_map(&tmap_sa_tail);
+        if constexpr (Tiles::kTailMaps) {
+            if (m > Cfg::kBlockM && m % Cfg::kBlockM != 0) {  // a last m-block of fewer rows (tail_maps)
+                tma_prefetch_map(&tmap_a_tail);
+                tma_prefetch_map(&tmap_sa_tail);
+            }
+        }
         init_stage_barriers<Cfg>(sm.full, sm.empty);
         Tiles::init_barriers(sm.ring_barriers);
         if constexpr (Cfg::kExchangeCtas > 1) {

@@ -47,6 +47,7 @@ struct ContiguousTiles {
         tile_idx = blockIdx.x;
     }
 
+    static constexpr bool kTailMaps = false;
     __device__ __forceinline__ static uint32_t rows_a_landing(const Tile&) { return Cfg::kBlockM; }  // whole tiles
     __device__ __forceinline__ static void init_barriers(uint64_t* ring_barriers) {
         Records(nullptr, ring_barriers).init_barriers();

@@ -50,6 +50,7 @@ struct MaskedTiles {
         }
     }
 
+    static constexpr bool kTailMaps = false;
     __device__ __forceinline__ static uint32_t rows_a_landing(const Tile&) { return Cfg::kBlockM; }  // whole tiles
     __device__ __forceinline__ static void init_barriers(uint64_t*) {}
 

@@ -51,15 +51,19 @@ struct NormalTiles : WholeTiles<Cfg> {
         return true;
     }
 
-    // Rows of A (and of its scales) that land in a stage for tile t: the rows left in A, at most a tile. A
-    // tile with fewer rows loads them through the tail maps, whose boxes hold just the last m-block's rows
-    // (fp8_gemm.a_boxes): rows past the tensor cost the loads up to 25% at K = 7168 when M is below a
-    // tile (NOTES.md v18), and 1.33x the time at 65x4096x16384 when they fill most of the last m-block (v46).
-    // The stage's other rows are never written; an MMA row depends only on its own row of A, and those
-    // rows are never stored. A multicast pair lands a whole tile.
+    // Rows of A (and of its scales) that land in a stage for tile t: the rows left in A, at most a tile. The
+    // stage's other rows are never written; an MMA row depends only on its own row of A, and those rows are
+    // never stored. Rows past the tensor are slow to load: up to 25% at K = 7168 when M is below a tile
+    // (NOTES.md v18), 1.33x the time at 65x4096x16384 when they fill most of the last m-block (v46). So the
+    // main maps' boxes hold min(M, kBlockM) rows (fp8_gemm.a_boxes), and a last m-block of fewer rows, after
+    // others, loads through the tail maps, whose boxes hold just its rows. A multicast pair lands a whole tile.
+    static constexpr bool kTailMaps = Cfg::kMulticast == 1;
     __device__ __forceinline__ uint32_t rows_a_landing(const Tile& t) const {
-        if constexpr (Cfg::kMulticast == 1) return min(m - t.m_block * Cfg::kBlockM, Cfg::kBlockM);
+        if constexpr (kTailMaps) return min(m - t.m_block * Cfg::kBlockM, Cfg::kBlockM);
         else return Cfg::kBlockM;
+    }
+    __device__ __forceinline__ bool tail_maps(const Tile& t) const {
+        return t.m_block != 0 && rows_a_landing(t) < Cfg::kBlockM;
     }
 
     __device__ __forceinline__ int32_t pass_group(const Tile& t, uint32_t) const { return t.group; }

@@ -21,7 +21,7 @@ struct Producer {
     const CUtensorMap& tmap_b;
     const CUtensorMap& tmap_sa;
     const CUtensorMap& tmap_sb;  // 1x128 B scales (kRowScalesB); the forward kernels pass tmap_sa, unused
-    const CUtensorMap& tmap_a_tail;   // A and its scales with boxes of the last m-block's rows (rows_a_landing)
+    const CUtensorMap& tmap_a_tail;   // A and its scales with boxes of the last m-block's rows (tail_maps)
     const CUtensorMap& tmap_sa_tail;
     const float* __restrict__ sb;  // B's 128x128 block scales (kScalesByWarp)
     const SharedMemory<Cfg> sm;
@@ -35,9 +35,9 @@ struct Producer {
         const int32_t a_row = int32_t(tiles.a_row(t));
         const int32_t sa_row0 = int32_t(tiles.sa_row(t));
         const int32_t sa_col = int32_t(t.m_block * Cfg::kBlockM);
-        // A tile with fewer rows than kBlockM loads them through the tail maps (their boxes hold just those rows).
         const uint32_t rows_a = tiles.rows_a_landing(t);
-        const bool tail = rows_a < Cfg::kBlockM;
+        bool tail = false;  // a last m-block of fewer rows, after others: boxes of just its rows (the policy's)
+        if constexpr (Tiles::kTailMaps) tail = tiles.tail_maps(t);
         const CUtensorMap* map_a = tail ? &tmap_a_tail : &tmap_a;
         const CUtensorMap* map_sa = tail ? &tmap_sa_tail : &tmap_sa;
         const uint32_t tx_bytes = Smem::stage_tx_bytes(rows_a);

@@ -63,6 +63,7 @@ struct WholeTiles {
     static constexpr bool kStoresByThreads = false;  // store_by_threads() may be true
     static constexpr bool kScalesPerGroup = false;  // e4m3 output: one block of out_scale
     static constexpr uint32_t kRingBarriers = 0;
+    static constexpr bool kTailMaps = false;        // tail_maps() may be true
 
     __device__ __forceinline__ static void init_barriers(uint64_t*) {}
     __device__ __forceinline__ bool tail(Tile&) const { return false; }
