@@ -146,3 +146,22 @@ def test_stage_aligned_main_loop_is_unrolled_over_the_stages(layout, groups, k, 
     cfg = heuristics.make_config(layout, 4096, k, groups, 256, 128)
     wgmmas = max(sum(op.startswith("QGMMA") for op in ops) for ops in main_loops(layout, groups, 256, 128, 4096, k))
     assert wgmmas == (2 * 4 * cfg.stages if aligned else 2 * 4), (wgmmas, cfg.stages)
+
+
+@pytest.mark.parametrize("layout, bm, cluster, rows, boxes", [
+    ("normal", 64, 1, 30, (30, 30)),      # one m-block of fewer rows: the main maps hold M rows
+    ("normal", 64, 1, 64, (64, 64)),
+    ("normal", 64, 1, 65, (64, 1)),       # a last m-block of 1 row after a whole one: its own box
+    ("normal", 128, 1, 200, (128, 72)),
+    ("normal", 128, 1, 256, (128, 128)),  # whole m-blocks: the tail maps are the main ones
+    ("normal", 256, 1, 300, (256, 44)),
+    ("normal", 256, 1, 100, (100, 100)),
+    ("normal", 128, 2, 200, (64, 64)),    # a pair multicasting A: half a tile each, whole tiles
+    ("masked", 64, 1, 100, (64, 64)),     # grouped layouts load whole tiles (their rows are in the tensor)
+    ("contiguous", 128, 1, 300, (128, 128)),
+])
+def test_a_boxes_hold_the_rows_of_a_tile(layout, bm, cluster, rows, boxes):
+    """A's main and tail boxes (rows; the scales' boxes round them up to 4): the normal layout loads no rows past
+    A's end, the last m-block after others through the tail maps (producer.cuh, policy_normal.cuh tail_maps)."""
+    cfg = heuristics.make_config(layout, 512, 1024, 1 if layout == "normal" else 2, bm, 128, cluster=cluster)
+    assert fp8_gemm.a_boxes(cfg, rows) == boxes
