@@ -185,10 +185,9 @@ def _a_maps(a_ptr: int, sa_ptr: int, k: int, a_rows: int, a_ld: int, sa_inner: i
 
 def tensor_maps(cfg: KernelConfig, rows: int, a_ld: int, b_ld: int, sa_ld: int, d_ld: int,
                 ptrs: tuple[int, int, int, int]) -> tuple:
-    """The kernel's 6 tensor maps (A, B, A's scales, D, then A and its scales with the tail boxes: a_boxes, the
-    main maps themselves where the boxes agree) for
-    `rows` rows of A and D and these leading dimensions (A and B in bytes, the scales and D in elements; D holds
-    bf16 or e4m3 bytes)."""
+    """The kernel's 6 tensor maps for `rows` rows of A and D and these leading dimensions (A and B in bytes, the
+    scales and D in elements; D holds bf16 or e4m3 bytes): A, B, A's scales, D, then A and its scales with the
+    tail boxes (a_boxes; the main maps themselves where the boxes agree)."""
     dt = runtime.TMA_DTYPE
     kb = -(-cfg.k // BLOCK_K)
     groups = cfg.num_groups

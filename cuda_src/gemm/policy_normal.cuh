@@ -54,7 +54,7 @@ struct NormalTiles : WholeTiles<Cfg> {
     // Rows of A (and of its scales) that land in a stage for tile t: the rows left in A, at most a tile. The
     // stage's other rows are never written; an MMA row depends only on its own row of A, and those rows are
     // never stored. Rows past the tensor are slow to load: up to 25% at K = 7168 when M is below a tile
-    // (NOTES.md v18), 1.33x the time at 65x4096x16384 when they fill most of the last m-block (v46). So the
+    // (NOTES.md v18), 1.33–1.41x the time at 65x4096x16384 when they fill most of the last m-block (v46). So the
     // main maps' boxes hold min(M, kBlockM) rows (fp8_gemm.a_boxes), and a last m-block of fewer rows, after
     // others, loads through the tail maps, whose boxes hold just its rows. A multicast pair lands a whole tile.
     static constexpr bool kTailMaps = Cfg::kMulticast == 1;
