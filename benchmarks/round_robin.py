@@ -28,7 +28,7 @@ from . import library
 from .protocol import Timer, paired
 from .shapes import (DECODE_DENSE_SHAPES, DECODE_MASKED_SHAPES, DECODE_NARROW_SHAPES, DECODE_QUICK, MASKED_MAX_M,
                      PREFILL_QUICK, PREFILL_TABLES, QUICK_SHAPES, TABLES, Shape, contiguous_m_indices, decode_masked_m,
-                     decode_max_m, draw_masked_m, geomean, uneven_m_indices)
+                     decode_max_m, draw_masked_m, geomean, parse_mnk, uneven_m_indices)
 
 BASE_ALIAS = "cugemm8_base"
 VARIANTS = ("base", "cur", "base_aa")
@@ -52,15 +52,8 @@ def section_shapes(section: str, quick: bool) -> tuple[Shape, ...]:
 def cases(sections=DEFAULT_SECTIONS, quick: bool = False, shapes: str | None = None) -> list[Shape]:
     """The sections' shapes, or with `shapes` ("MxNxK,..."), those dense GEMMs instead."""
     if shapes is not None:
-        return [Shape("normal", 1, *dense_shape(s)) for s in shapes.split(",") if s]
+        return [Shape("normal", 1, *parse_mnk(s)) for s in shapes.split(",") if s]
     return [s for sec in sections for s in section_shapes(sec, quick)]
-
-
-def dense_shape(text: str) -> tuple[int, int, int]:
-    dims = text.lower().split("x")
-    if len(dims) != 3 or not all(d.isdigit() and int(d) > 0 for d in dims):
-        raise ValueError(f"--shapes: expected MxNxK with positive integers, got {text!r}")
-    return int(dims[0]), int(dims[1]), int(dims[2])
 
 
 def problem(shape: Shape, align: int) -> tuple:

@@ -26,6 +26,14 @@ class Shape:
         return f"{self.kind[0]}{self.groups}x{self.m}x{self.n}x{self.k}"
 
 
+def parse_mnk(text: str) -> tuple[int, int, int]:
+    """"MxNxK" (positive integers) as (M, N, K), for the tools' --shapes options."""
+    dims = text.lower().split("x")
+    if len(dims) != 3 or not all(d.isdigit() and int(d) > 0 for d in dims):
+        raise ValueError(f"--shapes: expected MxNxK with positive integers, got {text!r}")
+    return int(dims[0]), int(dims[1]), int(dims[2])
+
+
 DENSE_NK = ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048))
 DENSE_SHAPES = tuple(Shape("normal", 1, m, n, k) for m in (64, 128, 4096) for n, k in DENSE_NK)
 CONTIGUOUS_SHAPES = tuple(Shape("contiguous", g, m, n, k) for g, m, n, k in

@@ -39,7 +39,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
         tma_prefetch_map(&tmap_d);
         if constexpr (Cfg::kRowScalesB) tma_prefetch_map(&tmap_sb);
         if constexpr (Tiles::kTailMaps) {
-            if (m > Cfg::kBlockM && m % Cfg::kBlockM != 0) {  // a last m-block of fewer rows (tail_maps)
+            if (Tiles::has_tail(m)) {
                 tma_prefetch_map(&tmap_a_tail);
                 tma_prefetch_map(&tmap_sa_tail);
             }

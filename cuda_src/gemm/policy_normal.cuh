@@ -65,6 +65,8 @@ struct NormalTiles : WholeTiles<Cfg> {
     __device__ __forceinline__ bool tail_maps(const Tile& t) const {
         return t.m_block != 0 && rows_a_landing(t) < Cfg::kBlockM;
     }
+    // Whether any tile of M rows loads through the tail maps (the kernel prefetches them only then).
+    __device__ __forceinline__ static bool has_tail(uint32_t m) { return m > Cfg::kBlockM && m % Cfg::kBlockM != 0; }
 
     __device__ __forceinline__ int32_t pass_group(const Tile& t, uint32_t) const { return t.group; }
 };

@@ -15,7 +15,8 @@
 //                            lacks one emits no code for it: NOTES.md v16)
 //   kSmemWordBytes, kRingBarriers   its shared memory: layout words and barriers (smem.cuh)
 //   rows_a_landing(t)        rows of A (and of its scales) landing in a stage for tile t (fp8_gemm.a_boxes)
-//   kTailMaps, tail_maps(t)  whether tile t loads them through the tail maps (producer.cuh)
+//   kTailMaps, tail_maps(t), has_tail(m)   whether tile t (any tile of M rows) loads them through the tail
+//                            maps (producer.cuh)
 //   init_barriers, load_layout, finish_layout   its part of the kernel's set-up
 //   next(t), tail(t)         the next tile of this CTA (with split K, t.split names its share; with K at run
 //                            time, t.kb0 and t.kb1 its k-blocks); its share of a split last-wave tile (masked

@@ -182,8 +182,8 @@ def test_matmul_decode_shapes(m, n, k):
 @pytest.mark.parametrize("m", [1, 3, 4, 5, 17, 63, 64, 65, 127, 129, 200, 300])
 def test_a_box_of_fewer_rows_than_a_tile(bm, bn, split, m):
     """A tile with fewer rows than a tile (M below a tile, or the last m-block): A's TMA box holds only those rows
-    (fp8_gemm.a_boxes, the tail maps), the stage's other rows are stale and never
-    reach the output. Every written element right, nothing past M written, same bits twice."""
+    (fp8_gemm.a_boxes, the tail maps), the stage's other rows are stale and never reach the output. Every written
+    element right, nothing past M written, same bits twice."""
     n, k = 3 * bn + 8, 1040
     cfg = heuristics.make_config("normal", n, k, 1, bm, bn, split_k=split)
     x, w, a, sa, b, sb = make_dense(m, n, k, seed=m + bm)
