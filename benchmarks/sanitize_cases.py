@@ -93,12 +93,17 @@ EDGE_CASES = [
      "m_indices": contiguous_ids([(0, 100), (-1, 28), (-1, 128), (2, 128), (-1, 128)]), "out_dtype": "float8_e4m3",
      "a_scale": "aligned"},
     # The weight gradient (FP32 added into out; 1x128 B scales; K at run time): M = 1, N = 8, K = 16; partial
-    # tiles at both heights and both output swizzles; k-grouped with empty groups and sizes past A's columns
+    # tiles at both heights and both output swizzles; D transposed; k-grouped with empty groups and sizes past A's
+    # columns
     {"name": "edge wgrad M=1 N=8 K=16", "layout": "wgrad", "m": 1, "n": 8, "k": 16},
     {"name": "edge wgrad partial tiles (64x48, 64-byte swizzle, M=70, K=1040)", "layout": "wgrad", "m": 70,
      "n": 152, "k": 1040, "force": (64, 48)},
     {"name": "edge wgrad partial tiles (128x160, M=333, N=488, K=1040, row-major scales)", "layout": "wgrad",
      "m": 333, "n": 488, "k": 1040, "force": (128, 160), "a_scale": "rowmajor"},
+    {"name": "edge wgrad D transposed (128x160, 3 of 4 atoms held, M=300, N=328, K=1040)", "layout": "wgrad",
+     "m": 300, "n": 328, "k": 1040, "force": (128, 160), "transposed": True},
+    {"name": "edge k-grouped wgrad D transposed (128x160, empty groups)", "layout": "k_grouped_wgrad", "m": 200,
+     "n": 136, "k": 640, "k_sizes": [0, 256, 128, 0, 128], "force": (128, 160), "transposed": True},
     {"name": "edge k-grouped wgrad empty groups, sizes past the columns", "layout": "k_grouped_wgrad", "m": 200,
      "n": 136, "k": 640, "k_sizes": [0, 256, 128, 0, 1 << 20, 128]},
     {"name": "edge k-grouped wgrad all groups empty", "layout": "k_grouped_wgrad", "m": 64, "n": 64, "k": 256,

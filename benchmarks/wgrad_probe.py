@@ -6,8 +6,8 @@ interleaved on the same operands (the variants of benchmarks.ablation_probe; wro
 
 - `base`; `no-promote` (one product a k-block kept); `no-loads` (the producer declares each stage full without
   loading it); `mma-only` (both); `no-mma`; `loads-only` (no MMAs, promotion cut: the stage ring's pace alone).
-Tiles are BLOCK_MxBLOCK_N[sSTAGES][rRASTER] (heuristics_wgrad.make_config) or pick[rRASTER], with bands of RASTER
-n-blocks. NOTES.md v32 has what this measured, and the
+Tiles are BLOCK_MxBLOCK_N[sSTAGES][dATOMS][t][rRASTER] (heuristics_wgrad.make_config; t: computing D^T) or
+pick[rRASTER], with bands of RASTER n-blocks. NOTES.md v32 has what this measured, and the
 main-loop forms it timed before they were taken out of the sources (commits 15dbba1 and 1ec97db:
 the two math warpgroups taking turns at the tensor cores, two accumulators a warpgroup, two column-half MMA
 chains)."""
@@ -20,27 +20,29 @@ from .protocol import Timer
 from .tile_probe import with_band
 from .tune import provenance_line
 
-TILE = re.compile(r"(?:pick|(\d+)x(\d+)(?:s(\d+))?)(?:r(\d+))?")
+TILE = re.compile(r"(?:pick|(\d+)x(\d+)(?:s(\d+))?(?:d(\d+))?(t)?)(?:r(\d+))?")
 
 
 def tile_config(tile: str, n: int, m: int | None = None):
-    """BMxBN[sSTAGES][rRASTER], or pick[rRASTER] (the heuristic's tile at M, N), with bands of RASTER n-blocks."""
+    """BMxBN[sSTAGES][dATOMS][t][rRASTER], or pick[rRASTER] (the heuristic's tile at M, N), with bands of RASTER
+    n-blocks; ATOMS of the FP32 output tile held; `t`: computing D^T (the kernel's rows are N's, its N is M)."""
     from cugemm8 import heuristics_wgrad
 
     match = TILE.fullmatch(tile)
-    if match is None or (match[1] is None and m is None):
-        raise SystemExit(f"tile {tile!r}: expected BMxBN[sSTAGES][rRASTER] or pick[rRASTER], e.g. 128x160, "
-                         "128x128s5r16 or pickr16")
+    if match is None or (match[1] is None and m is None) or (match[5] and m is None):
+        raise SystemExit(f"tile {tile!r}: expected BMxBN[sSTAGES][dATOMS][t][rRASTER] or pick[rRASTER], e.g. "
+                         "128x160, 128x128s5r16, 128x160s3d4t or pickr16")
     if match[1] is None:
         cfg = heuristics_wgrad.choose("normal", m, n, 1, 132).config
     else:
-        cfg = heuristics_wgrad.make_config("normal", n, 1, int(match[1]), int(match[2]), int(match[3] or 0))
-    return with_band(cfg, match[4])
+        cfg = heuristics_wgrad.make_config("normal", m if match[5] else n, 1, int(match[1]), int(match[2]),
+                                           int(match[3] or 0), int(match[4] or 0), transpose_d=bool(match[5]))
+    return with_band(cfg, match[6])
 
 
 def main(argv=None) -> int:
     args, shapes, tiles, variants = probe_args(argv, __doc__, "7168x2112x4096,2048x7168x4096,512x32768x4096",
-                                               "128x160,128x128", "BLOCK_MxBLOCK_N[sSTAGES][rRASTER] or pick[rRASTER]")
+                                               "128x160,128x128", "BLOCK_MxBLOCK_N[sSTAGES][dATOMS][t][rRASTER] or pick[rRASTER]")
 
     import cupy
 
@@ -60,7 +62,9 @@ def main(argv=None) -> int:
         binders = {}
         for tile in tiles:
             cfg = configs[m, n, tile]
-            binders[f"{cfg.block_m}x{cfg.block_n} s{cfg.stages} r{cfg.raster_group}"] = lambda cfg=cfg: fp8_gemm.bind_wgrad(
+            label = (f"{cfg.block_m}x{cfg.block_n}{'t' if cfg.transpose_d else ''} s{cfg.stages} d{cfg.d_atoms} "
+                     f"r{cfg.raster_group}")
+            binders[label] = lambda cfg=cfg: fp8_gemm.bind_wgrad(
                 cfg, a, sa, b, sb, cupy.zeros((m, n), cupy.float32))
         time_variants(timer, (m, n, k), binders, variants, args.reps)
     return 0

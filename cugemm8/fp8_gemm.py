@@ -50,6 +50,8 @@ def config_type(cfg: KernelConfig) -> str:
               cfg.record_slots, cfg.split_k, "true" if cfg.stream_b else "false"]
     if cfg.wgrad:  # FP32 added into D, with 1x128 B scales (and K at run time: k == 0)
         params += ["cg8::OutFormat::kF32Add", "cg8::ScaleB::kRow", cfg.d_atoms]
+        if cfg.transpose_d:  # (group_ctas, share_b and col_halves at their defaults)
+            params += [1, "false", 1, "true"]
     elif cfg.out_fp8 or cfg.share_b or cfg.col_halves > 1:  # the defaults are left out, so older sources (and
         params.append(_OUT_FORMATS[cfg.out_format])           # cache keys) read as before
         if cfg.group_ctas > 1 or cfg.share_b or cfg.col_halves > 1:  # (the parameters before them at their defaults)
@@ -123,7 +125,7 @@ def _report_cached_patch(cfg: KernelConfig, source: str, name: str, settings: Ff
 def cfg_str(cfg: KernelConfig) -> str:
     if cfg.wgrad:
         return (f"wgrad {cfg.layout} N={cfg.n} G={cfg.num_groups} block {cfg.block_m}x{cfg.block_n}, "
-                f"{cfg.stages} stages")
+                f"{cfg.stages} stages" + (", D transposed" if cfg.transpose_d else ""))
     return (f"{cfg.layout} N={cfg.n} K={cfg.k} G={cfg.num_groups} block {cfg.block_m}x{cfg.block_n}, "
             f"{cfg.stages} stages" + (f", {cfg.out_format} out" if cfg.out_fp8 else "")
             + (f", {cfg.group_ctas} CTAs a scale group" if cfg.group_ctas > 1 else "")
@@ -343,58 +345,71 @@ def bind(cfg: KernelConfig, a, a_scale, b, b_scale, out, *, layout=None, grid: i
 # ----------------------------------------------------------------------------- the weight gradient
 def wgrad_tensor_maps(cfg: KernelConfig, m: int, k: int, groups: int, a_ld: int, b_ld: int, d_ld: int, d_gld: int,
                       ptrs: tuple) -> tuple:
-    """The weight-gradient kernel's 7 tensor maps (cuda_src/fp8_wgrad.cu): A [m, k] and B [N, k] (bytes, row
-    strides a_ld and b_ld), their scales M-major as A's ([ceil(k/128)][rows rounded up to 4] floats), D as
-    [groups][m][N] FP32 (row stride d_ld, group stride d_gld, in elements), then A and its scales with the tail
-    boxes (a_boxes; the main maps themselves where the boxes agree)."""
+    """The weight-gradient kernel's 7 tensor maps (cuda_src/fp8_wgrad.cu), in the kernel's view: its A [m, k]
+    and B [N, k] (bytes, row strides a_ld and b_ld), their scales M-major as A's ([ceil(k/128)][rows rounded up
+    to 4] floats), D as [groups][m][N] FP32 (row stride d_ld, group stride d_gld, in elements; transposed:
+    [groups][N][m]), then A and its scales with the tail boxes (a_boxes; the main maps themselves where the boxes
+    agree)."""
     dt = runtime.TMA_DTYPE
     kb = -(-k // BLOCK_K)
     box, tail = a_boxes(cfg, m)
     sa_ld = get_tma_aligned_size(m, 4)
     f32 = dt.CU_TENSOR_MAP_DATA_TYPE_FLOAT32
     map_a, map_sa = _a_maps(ptrs[0], ptrs[2], k, m, a_ld, m, kb, sa_ld, box)
+    # D's box: 32 columns (the swizzle span) by the tile's rows, or by its columns where the tile lands transposed.
+    d_rows, d_cols, box_rows = (cfg.n, m, cfg.block_n) if cfg.transpose_d else (m, cfg.n, cfg.block_m)
     return (
         map_a,
         runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[1], k, cfg.n, b_ld, BLOCK_K, cfg.block_n, 128),
         map_sa,
         runtime.encode_2d(f32, ptrs[3], cfg.n, kb, get_tma_aligned_size(cfg.n, 4) * 4, cfg.block_n, 1, 0),
-        runtime.encode_3d(f32, ptrs[4], (cfg.n, m, groups), (d_ld * 4, d_gld * 4),
-                          (cfg.swizzle_d // 4, min(cfg.block_m, m), 1), cfg.swizzle_d),
+        runtime.encode_3d(f32, ptrs[4], (d_cols, d_rows, groups), (d_ld * 4, d_gld * 4),
+                          (cfg.swizzle_d // 4, min(box_rows, d_rows), 1), cfg.swizzle_d),
         *((map_a, map_sa) if tail == box else _a_maps(ptrs[0], ptrs[2], k, m, a_ld, m, kb, sa_ld, tail)),
     )
 
 
 class WgradLauncher(GemmLauncher):
-    """The weight-gradient kernel bound to one geometry (rows M, columns K of A and B, groups, row strides):
-    7 tensor maps and the packed arguments tmap_a, tmap_b, tmap_sa, tmap_sb, tmap_d, tmap_a_tail, tmap_sa_tail,
-    the k-sizes pointer, M and K (u32). Addresses may change from call to call, as GemmLauncher's."""
+    """The weight-gradient kernel bound to one geometry (D's rows M and columns N, columns K of A and B, groups,
+    row strides): 7 tensor maps and the packed arguments tmap_a, tmap_b, tmap_sa, tmap_sb, tmap_d, tmap_a_tail,
+    tmap_sa_tail, the k-sizes pointer, the kernel's rows and K (u32). Addresses may change from call to call, as
+    GemmLauncher's. Where the configuration computes D^T (cfg.transpose_d), this is the one place that swaps the
+    operands: the kernel's A is B, with N rows."""
 
-    def __init__(self, kern: LoadedKernel, grid: int, m: int, k: int, groups: int, a_ld: int, b_ld: int, d_ld: int,
-                 d_gld: int, ptrs: tuple):
-        self._bind(kern, grid, wgrad_tensor_maps(kern.config, m, k, groups, a_ld, b_ld, d_ld, d_gld, ptrs),
+    def __init__(self, kern: LoadedKernel, grid: int, m: int, n: int, k: int, groups: int, a_ld: int, b_ld: int,
+                 d_ld: int, d_gld: int, ptrs: tuple):
+        self._transposed = kern.config.transpose_d
+        rows, a_ld, b_ld = (n, b_ld, a_ld) if self._transposed else (m, a_ld, b_ld)
+        ptrs = self._kernel_order(*ptrs)
+        self._bind(kern, grid, wgrad_tensor_maps(kern.config, rows, k, groups, a_ld, b_ld, d_ld, d_gld, ptrs),
                    (*ptrs, ptrs[0], ptrs[2]))
         self._layout = ctypes.c_uint64(0)
-        self._m, self._k = ctypes.c_uint32(m), ctypes.c_uint32(k)
+        self._m, self._k = ctypes.c_uint32(rows), ctypes.c_uint32(k)
         self._argv = (ctypes.c_void_p * 10)(*self._map_addrs, ctypes.addressof(self._layout),
                                            ctypes.addressof(self._m), ctypes.addressof(self._k))
         self._argv_addr = ctypes.addressof(self._argv)
 
+    def _kernel_order(self, a_ptr: int, b_ptr: int, sa_ptr: int, sb_ptr: int, d_ptr: int) -> tuple:
+        """The problem's (A, B, A's scales, B's scales, D) as the kernel's operands."""
+        return (b_ptr, a_ptr, sb_ptr, sa_ptr, d_ptr) if self._transposed else (a_ptr, b_ptr, sa_ptr, sb_ptr, d_ptr)
+
     def launch(self, a_ptr: int, b_ptr: int, sa_ptr: int, sb_ptr: int, d_ptr: int, k_sizes_ptr: int,
                stream_ptr: int) -> None:
+        a_ptr, b_ptr, sa_ptr, sb_ptr, d_ptr = self._kernel_order(a_ptr, b_ptr, sa_ptr, sb_ptr, d_ptr)
         with self._lock:
             self._layout.value = k_sizes_ptr
             self._swap_and_launch((a_ptr, b_ptr, sa_ptr, sb_ptr, d_ptr, a_ptr, sa_ptr), stream_ptr)
 
 
-def get_wgrad_launcher(cfg: KernelConfig, device: int, grid: int, m: int, k: int, groups: int, a_ld: int, b_ld: int,
-                       d_ld: int, d_gld: int, ptrs: tuple) -> WgradLauncher:
-    """The weight-gradient launcher of `cfg` for this geometry, cached with the forward launchers."""
-    key = ("wgrad", device, cfg, grid, m, k, groups, a_ld, b_ld, d_ld, d_gld)
+def get_wgrad_launcher(cfg: KernelConfig, device: int, grid: int, m: int, n: int, k: int, groups: int, a_ld: int,
+                       b_ld: int, d_ld: int, d_gld: int, ptrs: tuple) -> WgradLauncher:
+    """The weight-gradient launcher of `cfg` for this geometry (D is M x N), cached with the forward launchers."""
+    key = ("wgrad", device, cfg, grid, m, n, k, groups, a_ld, b_ld, d_ld, d_gld)
     launcher = _launchers.get(key)
     if launcher is None:
         kern = get_kernel(cfg, device)
         with cupy.cuda.Device(device):
-            launcher = WgradLauncher(kern, grid, m, k, groups, a_ld, b_ld, d_ld, d_gld, ptrs)
+            launcher = WgradLauncher(kern, grid, m, n, k, groups, a_ld, b_ld, d_ld, d_gld, ptrs)
         if len(_launchers) >= _MAX_LAUNCHERS:
             _launchers.pop(next(iter(_launchers)))
         _launchers[key] = launcher
@@ -406,14 +421,15 @@ def bind_wgrad(cfg: KernelConfig, a, a_scale, b, b_scale, out, *, k_sizes=None, 
     `k_sizes`), for tools and tests. The scales must be in the TMA-aligned layout (a_scale [M, kb], b_scale
     [N, kb]); `out` is float32 [M, N] or [G, M, N]."""
     device = a.data.device_id
-    m, k = a.shape
+    (m, k), n = a.shape, b.shape[0]
     groups = cfg.num_groups if cfg.layout == "k_grouped" else 1
     if grid is None:
-        tiles = -(-m // cfg.block_m) * cfg.num_n_blocks * groups
+        tiles = -(-(n if cfg.transpose_d else m) // cfg.block_m) * cfg.num_n_blocks * groups
         grid = grid_for(cfg, tiles, runtime.get_num_sms(device))
     d_gld = out.strides[0] // 4 if out.ndim == 3 else m * (out.strides[0] // 4)
-    launcher = get_wgrad_launcher(cfg, device, grid, m, k, groups, a.strides[0], b.strides[0], out.strides[-2] // 4,
-                                  d_gld, (a.data.ptr, b.data.ptr, a_scale.data.ptr, b_scale.data.ptr, out.data.ptr))
+    launcher = get_wgrad_launcher(cfg, device, grid, m, n, k, groups, a.strides[0], b.strides[0],
+                                  out.strides[-2] // 4, d_gld,
+                                  (a.data.ptr, b.data.ptr, a_scale.data.ptr, b_scale.data.ptr, out.data.ptr))
     k_ptr = 0 if k_sizes is None else k_sizes.data.ptr
 
     def run(stream_ptr: int | None = None) -> None:

@@ -28,6 +28,9 @@ TILE_RATES = {96: 907, 112: 809, 128: 882, 144: 890, 160: 952}
 ROWS64_RATE = 680
 MIN_STAGES = 3
 STAGE_TARGET = 4
+# D^T's tiles take longer than the same tiles of D: their output goes out in two rounds of transposed atoms
+# (1.024-1.032x on the H200 at 4096x7168, NOTES.md v47).
+TRANSPOSED_COST = 1.03
 
 
 def tile_rate(block_m: int, block_n: int) -> float:
@@ -37,34 +40,39 @@ def tile_rate(block_m: int, block_n: int) -> float:
 
 
 def make_config(layout: str, n: int, num_groups: int, block_m: int, block_n: int, stages: int = 0,
-                d_atoms: int = 0) -> KernelConfig:
+                d_atoms: int = 0, transpose_d: bool = False) -> KernelConfig:
     """The weight-gradient configuration of one tile shape: one math warpgroup per 64 rows, the widest FP32 output
     swizzle; of the output tile's atoms, `d_atoms` in shared memory (0: as many as fit beside STAGE_TARGET stages,
-    all if they do); `stages` stages (0: the most that fit beside them)."""
+    all if they do); `stages` stages (0: the most that fit beside them). `transpose_d`: the kernel computes D^T
+    (its N, `n`, is D's rows), its tile stored transposed in atoms of 32 of the tile's rows, at least half of
+    them held (config.cuh)."""
     k_groups = num_groups if layout == "k_grouped" else 0
-    swizzle = swizzle_for(block_n, 4)
-    atoms = block_n * 4 // swizzle
+    swizzle = swizzle_for(block_m if transpose_d else block_n, 4)
+    atoms = (block_m if transpose_d else block_n) * 4 // swizzle
+    least = max(2, -(-atoms // 2)) if transpose_d else 2
 
     def fits(s: int, held: int) -> bool:
-        return wgrad_smem_bytes(block_m, block_n, s, k_groups, swizzle, held % atoms) <= SMEM_CAPACITY
+        return wgrad_smem_bytes(block_m, block_n, s, k_groups, swizzle, held % atoms, transpose_d) <= SMEM_CAPACITY
 
-    if d_atoms == 1 and atoms > 1:
-        raise ValueError(f"d_atoms must be 0 (the heuristic's), 2 or more: the FP32 tile is held in at least 2 "
-                         f"atoms; got 1")
+    if 0 < d_atoms < min(least, atoms):
+        raise ValueError(f"d_atoms must be 0 (the heuristic's) or at least {min(least, atoms)}: the FP32 tile is "
+                         f"held in at least 2 atoms (transposed, half of them); got {d_atoms}")
     if not d_atoms:
-        d_atoms = next((a for a in range(atoms, 1, -1) if fits(STAGE_TARGET, a)), min(2, atoms))
+        d_atoms = next((a for a in range(atoms, 1, -1) if a >= least and fits(STAGE_TARGET, a)), max(least, min(2, atoms)))
     d_atoms = 0 if d_atoms >= atoms else d_atoms  # all of them: 0
     stages = stages or next((s for s in range(MAX_STAGES, 0, -1) if fits(s, d_atoms)), 0)
     return KernelConfig(layout=layout, n=n, k=0, num_groups=num_groups, block_m=block_m, block_n=block_n,
                         stages=stages, num_math_wg=block_m // 64, swizzle_d=swizzle,
-                        out_format=WGRAD_OUT, d_atoms=d_atoms)
+                        out_format=WGRAD_OUT, d_atoms=d_atoms, transpose_d=transpose_d)
 
 
 @functools.lru_cache(maxsize=1024)
 def choose(layout: str, m: int, n: int, num_groups: int, num_sms: int) -> LaunchPlan:
     """Configuration of the weight gradient D[g] += A_g B_g^T over `num_groups` groups of M x N (the normal
-    layout: one), over 64- and 128-row tiles with at least MIN_STAGES stages: the least modelled time (waves x
-    tile FLOPs / tile_rate; K is the same for every tile) in steps of 2%, then wider N, then less area past the
+    layout: one), over 64- and 128-row tiles with at least MIN_STAGES stages, computing D or D^T (its tiles
+    over N x M: where they fill the SMs' last wave better, as 4096x7168's 11 waves against 7168x4096's 12 in
+    128x160 tiles, NOTES.md v47): the least modelled time (waves x tile FLOPs / tile_rate, x TRANSPOSED_COST for
+    D^T; K is the same for every tile) in steps of 2%, then D before D^T, then wider N, then less area past the
     edges."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
@@ -72,18 +80,19 @@ def choose(layout: str, m: int, n: int, num_groups: int, num_sms: int) -> Launch
         raise ValueError(f"m, n, num_groups and num_sms must be positive, got {(m, n, num_groups, num_sms)}")
     groups = num_groups if layout == "k_grouped" else 1
     best = None
-    for bm in (64, 128):
-        for bn in BLOCK_NS:
-            if bn - 16 >= n:
-                break  # a narrower tile covers N already
-            config = make_config(layout, n, num_groups, bm, bn)
-            if config.stages < MIN_STAGES:
-                continue
-            tiles = ceil_div(m, bm) * ceil_div(n, bn) * groups
-            time = ceil_div(tiles, num_sms) * bm * bn / tile_rate(bm, bn)
-            waste = ceil_div(m, bm) * bm * ceil_div(n, bn) * bn
-            score = (round(math.log(time) / math.log(1.02)), -bn, waste)
-            if best is None or score < best[0]:
-                best = (score, config, tiles)
+    for transpose_d, (rows, cols) in ((False, (m, n)), (True, (n, m))):
+        for bm in (64, 128):
+            for bn in BLOCK_NS:
+                if bn - 16 >= cols:
+                    break  # a narrower tile covers the columns already
+                config = make_config(layout, cols, num_groups, bm, bn, transpose_d=transpose_d)
+                if config.stages < MIN_STAGES:
+                    continue
+                tiles = ceil_div(rows, bm) * ceil_div(cols, bn) * groups
+                time = ceil_div(tiles, num_sms) * bm * bn / tile_rate(bm, bn) * (TRANSPOSED_COST if transpose_d else 1)
+                waste = ceil_div(rows, bm) * bm * ceil_div(cols, bn) * bn
+                score = (round(math.log(time) / math.log(1.02)), transpose_d, -bn, waste)
+                if best is None or score < best[0]:
+                    best = (score, config, tiles)
     assert best is not None
     return plan_for(best[1], best[2], num_sms)

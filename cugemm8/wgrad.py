@@ -44,7 +44,7 @@ def _prepare(key: tuple, layout: str, device: int, m: int, n: int, k: int, group
         a, b, out = infos[0], infos[2], infos[-2]
         d_gld = out.strides[0] if layout == "k_grouped" else m * out.strides[0]
         base = a.ptr   # each launch sets the real addresses
-        launcher = fp8_gemm.get_wgrad_launcher(plan.config, device, plan.grid, m, k, groups, a.strides[0],
+        launcher = fp8_gemm.get_wgrad_launcher(plan.config, device, plan.grid, m, n, k, groups, a.strides[0],
                                                b.strides[0], out.strides[-2], d_gld, (base,) * 5)
         log.info("configuration: wgrad %s M=%d N=%d K=%d G=%d on device %d: %s, grid %d", layout, m, n, k, groups,
                  device, fp8_gemm.cfg_str(plan.config), plan.grid)

@@ -144,7 +144,14 @@ def wgrad_configs():
     for bm, bn, d_atoms in ((128, 160, 5), (128, 160, 4), (128, 160, 2), (128, 144, 3), (64, 160, 3), (128, 152, 0),
                             (128, 152, 9)):
         configs.add(heuristics_wgrad.make_config("normal", 3 * bn + 8, 1, bm, bn, d_atoms=d_atoms))
+    for bm, bn, d_atoms in TRANSPOSED_TILES:   # D transposed (the kernel's N is D's rows)
+        configs.add(heuristics_wgrad.make_config("normal", 2 * bn + 24, 1, bm, bn, d_atoms=d_atoms, transpose_d=True))
+    configs.add(heuristics_wgrad.make_config("k_grouped", 200, 5, 128, 160, transpose_d=True))
     return sorted(configs, key=repr)
+
+
+# Transposed weight-gradient tiles the GPU tier runs: (BLOCK_M, BLOCK_N, FP32 atoms held; 0: the heuristic's).
+TRANSPOSED_TILES = [(128, 160, 0), (128, 160, 2), (128, 160, 4), (64, 160, 0), (128, 96, 0), (64, 16, 0)]
 
 
 WGRAD_CONFIGS = wgrad_configs()

@@ -30,7 +30,7 @@ template <Layout kLayout_, uint32_t kShapeN_, uint32_t kShapeK_, uint32_t kNumGr
           uint32_t kBlockN_, uint32_t kStages_, uint32_t kNumMathWG_, uint32_t kSwizzleD_, uint32_t kRasterGroup_,
           uint32_t kMulticast_, bool kTailSplit_, uint32_t kRecordSlots_, uint32_t kSplitK_, bool kStreamB_,
           OutFormat kOutFormat_ = OutFormat::kBf16, ScaleB kScaleB_ = ScaleB::kBlock, uint32_t kTileAtoms_ = 0,
-          uint32_t kGroupCtas_ = 1, bool kShareB_ = false, uint32_t kColHalves_ = 1>
+          uint32_t kGroupCtas_ = 1, bool kShareB_ = false, uint32_t kColHalves_ = 1, bool kTransposeD_ = false>
 struct GemmConfig {
     static constexpr Layout kLayout = kLayout_;
     static constexpr uint32_t kShapeN = kShapeN_;
@@ -74,6 +74,10 @@ struct GemmConfig {
     // after the other into one accumulator: the registers and shared-memory traffic of 256x128 in tiles of 128 rows
     // (NOTES.md v39).
     static constexpr uint32_t kColHalves = kColHalves_;
+    // The weight gradient computing Dᵀ = B·Aᵀ (the host passes B as this kernel's A and A as its B, so that a shape
+    // whose tiles fill the SMs better one way round runs that way): each tile is stored transposed, its rows
+    // becoming D's columns (epilogue.cuh, reduce_tile_f32; NOTES.md v47).
+    static constexpr bool kTransposeD = kTransposeD_;
     // CTAs of a cluster that exchange partial sums or row amax (1: none).
     static constexpr uint32_t kExchangeCtas = kSplits > 1 ? kSplits : kGroupCtas;
     // A split tile's column chunks (split.cuh): rank r owns the 8-column fragments chunk_first(r) ..
@@ -126,10 +130,12 @@ struct GemmConfig {
 
     // ------------------------------------------------------------------ output tile in shared memory
     // kBlockN columns split into atoms of kAtomBytes per row (the TMA swizzle span), each atom kBlockM
-    // rows, stored one after another.
+    // rows, stored one after another. Transposed (kTransposeD), D's tile is kBlockN rows (the tile's columns)
+    // of kBlockM columns (its rows), in atoms of kAtomCols of the tile's rows.
     static constexpr uint32_t kAtomBytes = kSwizzleD ? kSwizzleD : kBlockN * kOutBytes;
     static constexpr uint32_t kAtomCols = kAtomBytes / kOutBytes;
-    static constexpr uint32_t kNumAtoms = kBlockN / kAtomCols;
+    static constexpr uint32_t kNumAtoms = (kTransposeD ? kBlockM : kBlockN) / kAtomCols;
+    static constexpr uint32_t kAtomRows = kTransposeD ? kBlockN : kBlockM;  // rows of D an atom holds
     // Atoms of the output tile that shared memory holds (0: all). The weight gradient's FP32 tile may hold
     // fewer, filled in turn while TMA adds the others into D, to leave shared memory to the stage ring.
     static constexpr uint32_t kTileAtoms = kTileAtoms_ == 0 ? kNumAtoms : kTileAtoms_;
@@ -145,7 +151,7 @@ struct GemmConfig {
     static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N must be a multiple of 8 in [8, 256]");
     static_assert(kBlockN <= 128 || kRowScalesB || (128 % (kBlockN - 128)) == 0,
                   "BLOCK_N > 128 must span at most two sb rows (128x128 B scales)");
-    static_assert(kBlockN % kAtomCols == 0, "output atoms must tile BLOCK_N");
+    static_assert((kTransposeD ? kBlockM : kBlockN) % kAtomCols == 0, "output atoms must tile the tile's D rows");
     static_assert(kMulticast == 1 || (kMulticast == 2 && (kShareB || kNumNBlocks % 2 == 0)),
                   "pairs sharing A need even n-blocks");
     // A half of a 128-byte swizzled B tile must start on the swizzle's 1024-byte period (8 rows).
@@ -175,6 +181,9 @@ struct GemmConfig {
                   "output tile");
     static_assert(kTileAtoms == kNumAtoms || (kOutF32 && kTileAtoms >= 2 && kTileAtoms < kNumAtoms),
                   "only the FP32 output tile may be held in part, at least two atoms of it");
+    // Transposed, a warp's rows lie in one atom, and the atoms not held are written in one second round.
+    static_assert(!kTransposeD || (kOutF32 && kSwizzleD == 128 && kAtomCols == 32 && 2 * kTileAtoms >= kNumAtoms),
+                  "a transposed tile: the weight gradient's, 128-byte swizzled atoms, at least half of them held");
 };
 
 // A typical configuration, for compiling the headers on their own (tests/unit/test_codegen.py).

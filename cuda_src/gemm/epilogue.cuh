@@ -186,6 +186,10 @@ struct Epilogue {
                                                            uint32_t row0, uint32_t group, uint32_t wg, uint32_t warp,
                                                            uint32_t lane) {
         static_assert(kUnits == 1 && Cfg::kAtomCols % 8 == 0, "one slab per warpgroup, whole fragments per atom");
+        if constexpr (Cfg::kTransposeD) {
+            reduce_tile_f32_transposed(sum, tmap_d, base, tile, store_thread, n0, row0, group, wg, warp);
+            return;
+        }
         constexpr uint32_t kBuffers = Cfg::kTileAtoms, kAtomTile = Cfg::kBlockM * Cfg::kAtomBytes;
         constexpr uint32_t kFragsPerAtom = Cfg::kAtomCols / 8;
         const uint32_t row = wg * 64 + warp * 16 + lane / 4;
@@ -223,6 +227,56 @@ struct Epilogue {
             named_barrier_sync(1, Cfg::kMathThreads);
             if (store_thread) reduce_atom(j);
         });
+    }
+
+    // reduce_tile_f32 for a transposed tile (kTransposeD): the tile's rows row0 .. are D's columns and its columns
+    // n0 .. D's rows. Atom j holds the tile's rows 32 j .. 32 j + 31 as D's columns, over all kBlockN of D's rows,
+    // so each warp's rows (16 of them) lie in one atom: the warps holding atoms 0 .. kTileAtoms - 1 write them at
+    // once, and those holding the rest write them into the first buffers once TMA has read those. That wait is
+    // long (every SM adds its tile into D at about the same time), so it is for those buffers only; all math
+    // warps take part in it, since a warpgroup going on alone to its next tile's MMAs measured slower (NOTES.md
+    // v47). A thread's 4-byte stores of one fragment go to 4 of D's rows, 8 consecutive columns each: through the
+    // swizzle, one wavefront.
+    __device__ __forceinline__ static void reduce_tile_f32_transposed(const Sums& sum, const CUtensorMap& tmap_d,
+                                                                      uint32_t base, const uint8_t* tile,
+                                                                      bool store_thread, uint32_t n0, uint32_t row0,
+                                                                      uint32_t group, uint32_t wg, uint32_t warp) {
+        constexpr uint32_t kHeld = Cfg::kTileAtoms, kAtomTile = Cfg::kAtomRows * Cfg::kAtomBytes;
+        const uint32_t lane = threadIdx.x % 32;
+        const uint32_t row = wg * 64 + warp * 16 + lane / 4;  // and row + 8: in the same atom
+        const uint32_t atom = row / Cfg::kAtomCols;
+        auto write_atom = [&](uint32_t buffer) {
+            const uint32_t atom_base = base + buffer * kAtomTile;
+#pragma unroll
+            for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i)
+#pragma unroll
+                for (uint32_t e = 0; e < 4; ++e) {  // (row + 8 (e / 2), column i * 8 + 2 (lane % 4) + e % 2)
+                    const uint32_t r = row % Cfg::kAtomCols + (e / 2) * 8, c = i * 8 + 2 * (lane % 4) + e % 2;
+                    uint32_t off = c * Cfg::kAtomBytes + r * 4;
+                    off ^= ((off >> 7) & 7) << 4;
+                    st_shared_u32(atom_base + off, __float_as_uint(sum[0][i * 4 + e]));
+                }
+        };
+        auto reduce_atoms = [&](uint32_t first, uint32_t end) {  // one bulk group per atom
+            if (store_thread)
+                for (uint32_t j = first; j < end; ++j) {
+                    tma_reduce_add_3d(&tmap_d, tile + (j % kHeld) * kAtomTile, int32_t(row0 + j * Cfg::kAtomCols),
+                                      int32_t(n0), int32_t(group));
+                    bulk_commit_group();
+                }
+        };
+        if (atom < kHeld) write_atom(atom);
+        fence_proxy_async_smem();
+        named_barrier_sync(1, Cfg::kMathThreads);
+        reduce_atoms(0, kHeld);
+        if constexpr (kHeld < Cfg::kNumAtoms) {  // the rest, into buffers 0 .. kNumAtoms - kHeld - 1 once read
+            if (store_thread) bulk_wait_group_read<2 * kHeld - Cfg::kNumAtoms>();
+            named_barrier_sync(1, Cfg::kMathThreads);
+            if (atom >= kHeld) write_atom(atom - kHeld);
+            fence_proxy_async_smem();
+            named_barrier_sync(1, Cfg::kMathThreads);
+            reduce_atoms(kHeld, Cfg::kNumAtoms);
+        }
     }
 
     // The tile's valid rows (m0: its first), copied out by the math threads 16 bytes at a time: a split

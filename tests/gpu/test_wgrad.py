@@ -12,6 +12,7 @@ from problems import PROPERTY_SETTINGS, calc_diff, dequant_a, finish, normalized
 import cugemm8
 from cugemm8 import fp8_gemm, heuristics_wgrad
 from cugemm8.reference import REL_TOLERANCE
+from kernel_configs import TRANSPOSED_TILES
 
 pytestmark = [pytest.mark.gpu, requires_hopper]
 
@@ -64,8 +65,8 @@ def test_wgrad_property(m, n, k, seed, row_major):
     assert same_bits(again, out), "results differ between runs"
 
 
-@pytest.mark.parametrize("m,n", [(7168, 2112), (1536, 24576), (512, 32768), (2048, 7168)])
-def test_wgrad_benchmark_shapes(m, n):
+@pytest.mark.parametrize("m,n", [(7168, 2112), (1536, 24576), (512, 32768), (2048, 7168), (7168, 4096)])
+def test_wgrad_benchmark_shapes(m, n):   # 7168x4096: the heuristic computes D^T
     x, w, a, sa, b, sb = make_wgrad(m, n, 1024, seed=m + n)
     out = cugemm8.wgrad_matmul(a, sa, b, sb, cupy.zeros((m, n), cupy.float32))
     check_product(out, a, sa, b, sb)
@@ -141,6 +142,23 @@ def test_wgrad_every_tile_height(bm, bn, d_atoms):
     check_product(out, a, sa, b, sb)
 
 
+@pytest.mark.parametrize("bm,bn,d_atoms", TRANSPOSED_TILES)
+def test_wgrad_transposed(bm, bn, d_atoms):
+    """D computed as D^T = B·Aᵀ, each tile stored transposed, whole or in two rounds of atoms: partial tiles both ways
+    (D's last rows past a tile's columns; its last columns past a tile's rows, the kernel's A loaded through its tail
+    map), K not a multiple of 128, a strided out whose columns past N stay zero, bits repeated."""
+    m, n, k = 2 * bn + 24, 328, 1040
+    cfg = heuristics_wgrad.make_config("normal", m, 1, bm, bn, d_atoms=d_atoms, transpose_d=True)
+    _, _, a, sa, b, sb = make_wgrad(m, n, k, seed=bm + bn + d_atoms)
+    wide = cupy.zeros((m, n + 24), cupy.float32)
+    fp8_gemm.bind_wgrad(cfg, a, sa, b, sb, wide[:, :n])()
+    check_product(wide[:, :n], a, sa, b, sb)
+    assert not bool(wide[:, n:].any()), "columns past N were written"
+    again = cupy.zeros((m, n), cupy.float32)
+    fp8_gemm.bind_wgrad(cfg, a, sa, b, sb, again)()
+    assert same_bits(again, wide[:, :n]), "results differ between runs"
+
+
 # ----------------------------------------------------------------------------- k-grouped
 def make_k_grouped(m, n, sizes, seed):
     """Operands of a k-grouped problem: the groups' columns one after another, quantized over the whole width."""
@@ -185,6 +203,18 @@ def test_k_grouped_benchmark_like():
     a, sa, b, sb, k_sizes = make_k_grouped(m, n, sizes, seed=11)
     out0 = cupy.zeros((len(sizes), m, n), cupy.float32)
     out = cugemm8.k_grouped_wgrad_matmul(a, sa, b, sb, k_sizes, out0.copy())
+    check_k_grouped(out, out0, a, sa, b, sb, sizes)
+
+
+def test_k_grouped_transposed():
+    """The k-grouped form computing each group's D^T (explicit configuration): empty groups stay untouched."""
+    sizes = [0, 256, 128, 0, 384]
+    m, n = 200, 136
+    cfg = heuristics_wgrad.make_config("k_grouped", m, len(sizes), 128, 160, transpose_d=True)
+    a, sa, b, sb, k_sizes = make_k_grouped(m, n, sizes, seed=17)
+    out0 = cupy.random.default_rng(18).standard_normal((len(sizes), m, n), dtype=cupy.float32)
+    out = out0.copy()
+    fp8_gemm.bind_wgrad(cfg, a, sa, b, sb, out, k_sizes=k_sizes)()
     check_k_grouped(out, out0, a, sa, b, sb, sizes)
 
 

@@ -87,6 +87,11 @@ def test_wgrad_tile_names():
         tile_config("128x128k2", 2112)
     with pytest.raises(SystemExit, match="expected BMxBN"):
         tile_config("pick", 2112)   # the pick needs M
+    assert tile_config("128x160t", 4096, 7168) == heuristics_wgrad.make_config("normal", 7168, 1, 128, 160,
+                                                                              transpose_d=True)
+    assert tile_config("pick", 4096, 7168).transpose_d   # 7168x4096: D^T (NOTES.md v47)
+    with pytest.raises(SystemExit, match="expected BMxBN"):
+        tile_config("128x160t", 4096)   # D^T's kernel is over M
 
 
 def test_no_promote_takes_the_weight_gradients_promotion_out():

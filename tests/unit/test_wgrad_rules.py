@@ -102,10 +102,13 @@ def test_wgrad_heuristic_limits(layout, m, n, groups, sms):
     cfg = plan.config
     assert cfg.wgrad and cfg.k == 0 and cfg.layout == layout and cfg.num_groups == groups
     assert cfg.smem_bytes <= heuristics.SMEM_CAPACITY and cfg.stages >= heuristics_wgrad.MIN_STAGES
-    atoms = cfg.block_n * 4 // cfg.swizzle_d
-    assert cfg.d_atoms == 0 or 2 <= cfg.d_atoms < atoms   # all atoms held, or 2 or more of them
+    atom_span = cfg.block_m if cfg.transpose_d else cfg.block_n   # D's columns of one tile
+    atoms = atom_span * 4 // cfg.swizzle_d
+    least = max(2, -(-atoms // 2)) if cfg.transpose_d else 2
+    assert cfg.d_atoms == 0 or least <= cfg.d_atoms < atoms   # all atoms held, or enough of them
     assert cfg.block_m in (64, 128) and cfg.num_math_wg == cfg.block_m // 64 and cfg.block_n in heuristics_wgrad.BLOCK_NS
-    assert cfg.swizzle_d in (64, 128) and (cfg.block_n * 4) % cfg.swizzle_d == 0
+    assert cfg.swizzle_d in (64, 128) and (atom_span * 4) % cfg.swizzle_d == 0
+    assert cfg.n == (m if cfg.transpose_d else n)   # the kernel's N: D's columns, or its rows where it computes D^T
     assert cfg.cluster == 1 and cfg.split_k == 1 and not cfg.tail_split
     assert 1 <= plan.grid <= sms
     assert heuristics_wgrad.choose(layout, m, n, groups, sms) == plan   # deterministic
@@ -113,10 +116,15 @@ def test_wgrad_heuristic_limits(layout, m, n, groups, sms):
 
 def test_wgrad_heuristic_picks():
     """The time model on DeepGEMM's weight-gradient shapes (132 SMs): 128x160 with 4 stages beside 4 of its 5 FP32
-    output atoms, the rate the H200 sweeps measured highest (NOTES.md v23)."""
-    for m, n in ((7168, 2112), (1536, 24576), (2048, 7168), (7168, 4096)):
+    output atoms, the rate the H200 sweeps measured highest (NOTES.md v23); 7168x4096 as D^T, 11 waves of tiles
+    over 4096x7168 against 12 (NOTES.md v47), with 3 of its 4 transposed atoms."""
+    for m, n in ((7168, 2112), (1536, 24576), (2048, 7168), (4096, 7168)):
         cfg = heuristics_wgrad.choose("normal", m, n, 1, 132).config
-        assert (cfg.block_m, cfg.block_n, cfg.stages, cfg.d_atoms) == (128, 160, 4, 4)
+        assert (cfg.block_m, cfg.block_n, cfg.stages, cfg.d_atoms, cfg.transpose_d) == (128, 160, 4, 4, False)
+    plan = heuristics_wgrad.choose("normal", 7168, 4096, 1, 132)
+    cfg = plan.config
+    assert (cfg.block_m, cfg.block_n, cfg.stages, cfg.d_atoms, cfg.transpose_d, cfg.n) == (128, 160, 4, 3, True, 7168)
+    assert plan.num_tiles == 32 * 45 and -(-plan.num_tiles // 132) == 11
     with pytest.raises(ValueError, match="layout must be one of"):
         heuristics_wgrad.choose("masked", 64, 64, 1, 132)
     with pytest.raises(ValueError, match="must be positive"):
@@ -133,6 +141,24 @@ def test_wgrad_atoms_held():
     assert heuristics_wgrad.make_config("normal", 4096, 1, 128, 160, d_atoms=5).d_atoms == 0
     with pytest.raises(ValueError, match="d_atoms must be 0"):
         heuristics_wgrad.make_config("normal", 4096, 1, 128, 160, d_atoms=1)
+    # Transposed: atoms of 32 of the tile's rows (4 at 128 rows), at least half held (one second round of writes).
+    cfg = heuristics_wgrad.make_config("normal", 4096, 1, 128, 160, transpose_d=True)
+    assert (cfg.d_atoms, cfg.stages, cfg.swizzle_d) == (3, 4, 128)
+    assert heuristics_wgrad.make_config("normal", 4096, 1, 128, 160, d_atoms=4, transpose_d=True).d_atoms == 0
+    assert heuristics_wgrad.make_config("normal", 4096, 1, 64, 160, transpose_d=True).d_atoms == 0
+    with pytest.raises(ValueError, match="d_atoms must be 0 .* or at least 2"):
+        heuristics_wgrad.make_config("normal", 4096, 1, 128, 160, d_atoms=1, transpose_d=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(m=st.integers(1, 40000), n=st.integers(1, 8192).map(lambda v: 8 * v), sms=st.integers(1, 144))
+def test_wgrad_heuristic_is_symmetric(m, n, sms):
+    """D = A·Bᵀ and Dᵀ = B·Aᵀ are the same problem: where the choice for M x N computes Dᵀ (tiles over N x M), the
+    choice for N x M computes its D itself (tiles over the same N x M cost less untransposed)."""
+    plan, mirror = heuristics_wgrad.choose("normal", m, n, 1, sms), heuristics_wgrad.choose("normal", n, m, 1, sms)
+    assert not (plan.config.transpose_d and mirror.config.transpose_d)
+    if plan.config.transpose_d:
+        assert mirror.config.n == plan.config.n == m
 
 
 # ----------------------------------------------------------------------------- references
