@@ -110,8 +110,8 @@ class KernelConfig:
     @property
     def smem_bytes(self) -> int:
         if self.wgrad:
-            return wgrad_smem_bytes(self.block_m, self.block_n, self.stages, self.k_groups, self.swizzle_d, self.d_atoms,
-                                    self.transpose_d)
+            return wgrad_smem_bytes(self.block_m, self.block_n, self.stages, self.k_groups, self.swizzle_d,
+                                    self.d_atoms, self.transpose_d)
         return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups, self.tail_split,
                           self.record_slots, self.split_k, self.out_fp8, self.group_ctas, self.share_b,
                           scales_by_warp(self.layout, self.block_m, self.num_math_wg, self.out_fp8, self.k))

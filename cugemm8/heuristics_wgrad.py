@@ -58,7 +58,8 @@ def make_config(layout: str, n: int, num_groups: int, block_m: int, block_n: int
         raise ValueError(f"d_atoms must be 0 (the heuristic's) or at least {min(least, atoms)}: the FP32 tile is "
                          f"held in at least 2 atoms (transposed, half of them); got {d_atoms}")
     if not d_atoms:
-        d_atoms = next((a for a in range(atoms, 1, -1) if a >= least and fits(STAGE_TARGET, a)), max(least, min(2, atoms)))
+        d_atoms = next((a for a in range(atoms, 1, -1) if a >= least and fits(STAGE_TARGET, a)),
+                       max(least, min(2, atoms)))
     d_atoms = 0 if d_atoms >= atoms else d_atoms  # all of them: 0
     stages = stages or next((s for s in range(MAX_STAGES, 0, -1) if fits(s, d_atoms)), 0)
     return KernelConfig(layout=layout, n=n, k=0, num_groups=num_groups, block_m=block_m, block_n=block_n,
