@@ -419,7 +419,8 @@ def get_wgrad_launcher(cfg: KernelConfig, device: int, grid: int, m: int, n: int
 def bind_wgrad(cfg: KernelConfig, a, a_scale, b, b_scale, out, *, k_sizes=None, grid: int | None = None):
     """A callable that launches one explicit weight-gradient configuration (out += A·Bᵀ, per group with
     `k_sizes`), for tools and tests. The scales must be in the TMA-aligned layout (a_scale [M, kb], b_scale
-    [N, kb]); `out` is float32 [M, N] or [G, M, N]."""
+    [N, kb]); `out` is float32 [M, N] or [G, M, N]. The arrays are the problem's whichever way `cfg` computes it
+    (cfg.transpose_d: the launcher swaps the operands)."""
     device = a.data.device_id
     (m, k), n = a.shape, b.shape[0]
     groups = cfg.num_groups if cfg.layout == "k_grouped" else 1
