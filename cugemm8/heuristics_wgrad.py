@@ -47,8 +47,9 @@ def make_config(layout: str, n: int, num_groups: int, block_m: int, block_n: int
     (its N, `n`, is D's rows), its tile stored transposed in atoms of 32 of the tile's rows, at least half of
     them held (config.cuh)."""
     k_groups = num_groups if layout == "k_grouped" else 0
-    swizzle = swizzle_for(block_m if transpose_d else block_n, 4)
-    atoms = (block_m if transpose_d else block_n) * 4 // swizzle
+    span = block_m if transpose_d else block_n   # D's columns of one tile
+    swizzle = swizzle_for(span, 4)
+    atoms = span * 4 // swizzle
     least = max(2, -(-atoms // 2)) if transpose_d else 2
 
     def fits(s: int, held: int) -> bool:

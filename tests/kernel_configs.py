@@ -126,6 +126,9 @@ CONFIGS = picked_configs()
 WGRAD_SHAPES = [(7168, 2112), (1536, 24576), (512, 32768), (16384, 7168), (7168, 4096), (2048, 7168), (1, 8), (70, 152),
                 (333, 488), (200, 136), (3000, 1000)]
 
+# Transposed weight-gradient tiles the GPU tier runs: (BLOCK_M, BLOCK_N, FP32 atoms held; 0: the heuristic's).
+TRANSPOSED_TILES = [(128, 160, 0), (128, 160, 2), (128, 160, 4), (64, 160, 0), (128, 96, 0), (64, 16, 0)]
+
 
 def wgrad_configs():
     """Every weight-gradient configuration the heuristic picks for the shapes above (dense, and k-grouped with
@@ -149,9 +152,6 @@ def wgrad_configs():
     configs.add(heuristics_wgrad.make_config("k_grouped", 200, 5, 128, 160, transpose_d=True))
     return sorted(configs, key=repr)
 
-
-# Transposed weight-gradient tiles the GPU tier runs: (BLOCK_M, BLOCK_N, FP32 atoms held; 0: the heuristic's).
-TRANSPOSED_TILES = [(128, 160, 0), (128, 160, 2), (128, 160, 4), (64, 160, 0), (128, 96, 0), (64, 16, 0)]
 
 
 WGRAD_CONFIGS = wgrad_configs()

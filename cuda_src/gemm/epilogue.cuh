@@ -252,6 +252,8 @@ struct Epilogue {
 #pragma unroll
                 for (uint32_t e = 0; e < 4; ++e) {  // (row + 8 (e / 2), column i * 8 + 2 (lane % 4) + e % 2)
                     const uint32_t r = row % Cfg::kAtomCols + (e / 2) * 8, c = i * 8 + 2 * (lane % 4) + e % 2;
+                    // tile_addr(atom_base, c, r) with its atom stride made kAtomRows' computes this address too,
+                    // and measured 1-2% slower at 7168x4096 (its other arithmetic; NOTES.md v47): written out here.
                     uint32_t off = c * Cfg::kAtomBytes + r * 4;
                     off ^= ((off >> 7) & 7) << 4;
                     st_shared_u32(atom_base + off, __float_as_uint(sum[0][i * 4 + e]));
