@@ -30,13 +30,7 @@ from .tune import dense_inputs, provenance_line
 VARIANTS = {"base": (), "no-promote": ("CG8_PROBE_NO_PROMOTE",), "no-loads": ("CG8_PROBE_NO_LOADS",),
             "mma-only": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS"), "no-mma": ("CG8_PROBE_NO_MMA",),
             "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE"),
-            "no-amax-exchange": ("CG8_PROBE_NO_AMAX_EXCHANGE",), "wgrad-after": ("CG8_PROBE_WGRAD_AFTER",),
-            "wgrad-after-rounds": ("CG8_PROBE_WGRAD_AFTER", "CG8_PROBE_WGRAD_ROUNDS"),
-            "wgrad-ar240": ("CG8_PROBE_WGRAD_AFTER", "CG8_PROBE_WGRAD_ROUNDS", "CG8_PROBE_REGS240"),
-            "wgrad-ar240u": ("CG8_PROBE_WGRAD_AFTER", "CG8_PROBE_WGRAD_ROUNDS", "CG8_PROBE_REGS240",
-                             "CG8_PROBE_WGRAD_UNIFORM"),
-            "wgrad-base240u": ("CG8_PROBE_REGS240", "CG8_PROBE_WGRAD_UNIFORM"),
-            "wgrad-uniform": ("CG8_PROBE_WGRAD_UNIFORM",)}
+            "no-amax-exchange": ("CG8_PROBE_NO_AMAX_EXCHANGE",)}
 _defines: tuple[str, ...] = ()
 
 

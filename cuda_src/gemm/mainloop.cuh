@@ -57,11 +57,7 @@ struct MainLoop {
         smem_d_addr = shared(sm.d);
         desc_a0 = smem_desc_sw128(smem_a_addr), desc_b0 = smem_desc_sw128(smem_b_addr);
         store_thread = (wg == 0 && tid < (Cfg::kOutF32 ? 1 : Cfg::kNumAtoms));  // FP32: one issues every atom
-#ifdef CG8_PROBE_WGRAD_UNIFORM
-        wg_mma = __shfl_sync(~0u, wg, 0);
-#else
         wg_mma = Cfg::kUnitN <= 128 ? __shfl_sync(~0u, wg, 0) : wg;
-#endif
     }
 
     // The shared-memory address of `p`.
@@ -282,10 +278,6 @@ struct MainLoop {
     // between the wgmmas, so the last wgmma waited for the loads (NOTES.md v23).
     __device__ __forceinline__ void row_scales(uint32_t kb_begin, uint32_t kb_end) {
         static_assert(Cfg::kRowScalesB && kUnits == 1, "row_scales is the weight gradient's loop");
-#ifdef CG8_PROBE_WGRAD_AFTER
-        row_scales_after(kb_begin, kb_end);
-        return;
-#endif
         const uint32_t row = wg * 64 + warp * 16 + lane / 4;
 #pragma unroll 1
         for (uint32_t kb = kb_begin; kb < kb_end; ++kb) {
@@ -318,50 +310,6 @@ struct MainLoop {
                 sum[0][i * 4 + 2] += sa1 * (sbc[i].x * acc[0][i * 4 + 2]);
                 sum[0][i * 4 + 3] += sa1 * (sbc[i].y * acc[0][i * 4 + 3]);
             }
-            ring.advance();
-        }
-    }
-
-    // PROBE: the scale loads and products sa * sb after the MMAs are issued, the sums then one FFMA each; the
-    // ring walked in unrolled rounds (stage offsets immediates) where CG8_PROBE_WGRAD_ROUNDS.
-    __device__ __forceinline__ void row_scales_after(uint32_t kb_begin, uint32_t kb_end) {
-        const uint32_t row = wg * 64 + warp * 16 + lane / 4;
-        auto kblock = [&](uint32_t st) {
-            mbar_wait(&sm.full[st], ring.phase);
-            const float* sa = sm.sa + st * Cfg::kBlockM;
-            const float sa0 = sa[row], sa1 = sa[row + 8];
-            issue_mma(acc[0], 0, st);
-            const float* sb = sm.sb_rows + st * (SmemLayout<Cfg>::kStageSB / 4) + 2 * (lane % 4);
-            float prod[kFrag];
-#pragma unroll
-            for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) {
-                const float2 sbc = *reinterpret_cast<const float2*>(sb + i * 8);
-                prod[i * 4 + 0] = sa0 * sbc.x, prod[i * 4 + 1] = sa0 * sbc.y;
-                prod[i * 4 + 2] = sa1 * sbc.x, prod[i * 4 + 3] = sa1 * sbc.y;
-            }
-#pragma unroll
-            for (uint32_t i = 0; i < kFrag; ++i) fence_operand(acc[0][i]);
-            wgmma_wait<0>();
-            release(st);
-#pragma unroll
-            for (uint32_t i = 0; i < kFrag; ++i) sum[0][i] += prod[i] * acc[0][i];
-        };
-        uint32_t kb = kb_begin;
-#ifdef CG8_PROBE_WGRAD_ROUNDS
-#pragma unroll 1
-        for (; ring.stage != 0 && kb < kb_end; ++kb) {
-            kblock(ring.stage);
-            ring.advance();
-        }
-#pragma unroll 1
-        for (; kb + Cfg::kStages <= kb_end; kb += Cfg::kStages) {
-            static_for<0, Cfg::kStages>([&](auto st) { kblock(st.value); });
-            ring.phase ^= 1;
-        }
-#endif
-#pragma unroll 1
-        for (; kb < kb_end; ++kb) {
-            kblock(ring.stage);
             ring.advance();
         }
     }
