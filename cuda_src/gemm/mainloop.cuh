@@ -44,7 +44,8 @@ struct MainLoop {
     uint64_t desc_a0, desc_b0;
     bool store_thread;      // issues the output tile's TMA stores
     // The warpgroup index in a form ptxas knows to be warp-uniform, so the A descriptors stay on the
-    // uniform datapath. Units wider than 128 keep the per-thread form, measured faster there (NOTES.md v11).
+    // uniform datapath. Forward units wider than 128 keep the per-thread form, measured faster there (NOTES.md
+    // v11); the weight gradient's loop takes the uniform one at every width (no R2UR a wgmma: 2-3%, v48).
     uint32_t wg_mma;
 
     __device__ __forceinline__ MainLoop(const SharedMemory<Cfg>& sm_, RingPosition<Cfg>& ring_, float (&acc_)[2][kFrag],
@@ -57,7 +58,7 @@ struct MainLoop {
         smem_d_addr = shared(sm.d);
         desc_a0 = smem_desc_sw128(smem_a_addr), desc_b0 = smem_desc_sw128(smem_b_addr);
         store_thread = (wg == 0 && tid < (Cfg::kOutF32 ? 1 : Cfg::kNumAtoms));  // FP32: one issues every atom
-        wg_mma = Cfg::kUnitN <= 128 ? __shfl_sync(~0u, wg, 0) : wg;
+        wg_mma = (Cfg::kUnitN <= 128 || Cfg::kRowScalesB) ? __shfl_sync(~0u, wg, 0) : wg;
     }
 
     // The shared-memory address of `p`.
