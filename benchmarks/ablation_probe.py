@@ -30,16 +30,13 @@ from .tune import dense_inputs, provenance_line
 VARIANTS = {"base": (), "no-promote": ("CG8_PROBE_NO_PROMOTE",), "no-loads": ("CG8_PROBE_NO_LOADS",),
             "mma-only": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS"), "no-mma": ("CG8_PROBE_NO_MMA",),
             "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE"),
-            "no-amax-exchange": ("CG8_PROBE_NO_AMAX_EXCHANGE",), "wgrad-next": ("CG8_PROBE_WGRAD_NEXT",),
-            "wgrad-next10": ("CG8_PROBE_WGRAD_NEXT", "CG8_PROBE_WGRAD_NEXT_AT 10"),
-            "wgrad-next16": ("CG8_PROBE_WGRAD_NEXT", "CG8_PROBE_WGRAD_NEXT_AT 16"),
-            "wgrad-next20": ("CG8_PROBE_WGRAD_NEXT", "CG8_PROBE_WGRAD_NEXT_AT 20")}
+            "no-amax-exchange": ("CG8_PROBE_NO_AMAX_EXCHANGE",)}
 _defines: tuple[str, ...] = ()
 
 
 def _with_defines(render):
     def render_probe(cfg):
-        return "".join(f"#define {name}\n" if " " in name else f"#define {name} 1\n" for name in _defines) + render(cfg)
+        return "".join(f"#define {name} 1\n" for name in _defines) + render(cfg)
     return render_probe
 
 

@@ -279,10 +279,6 @@ struct MainLoop {
     // between the wgmmas, so the last wgmma waited for the loads (NOTES.md v23).
     __device__ __forceinline__ void row_scales(uint32_t kb_begin, uint32_t kb_end) {
         static_assert(Cfg::kRowScalesB && kUnits == 1, "row_scales is the weight gradient's loop");
-#ifdef CG8_PROBE_WGRAD_NEXT
-        row_scales_next(kb_begin, kb_end);
-        return;
-#endif
         const uint32_t row = wg * 64 + warp * 16 + lane / 4;
 #pragma unroll 1
         for (uint32_t kb = kb_begin; kb < kb_end; ++kb) {
@@ -317,71 +313,6 @@ struct MainLoop {
             }
             ring.advance();
         }
-    }
-
-    // PROBE: k-block kb + 1's scales loaded during kb's promotion (its stage waited for first), so that a
-    // k-block's MMAs are issued right after the previous promotion.
-    __device__ __forceinline__ void row_scales_next(uint32_t kb_begin, uint32_t kb_end) {
-        const uint32_t row = wg * 64 + warp * 16 + lane / 4;
-        float sa0, sa1;
-        float2 sbc[Cfg::kBlockN / 8];
-        auto load = [&](uint32_t st, float& a0, float& a1) {
-            const float* sa = sm.sa + st * Cfg::kBlockM;
-            a0 = sa[row], a1 = sa[row + 8];
-        };
-        auto sb_at = [&](uint32_t st) {
-            return sm.sb_rows + st * (SmemLayout<Cfg>::kStageSB / 4) + 2 * (lane % 4);
-        };
-        mbar_wait(&sm.full[ring.stage], ring.phase);
-        load(ring.stage, sa0, sa1);
-        {
-            const float* sb = sb_at(ring.stage);
-#pragma unroll
-            for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);
-        }
-        auto promote_frag = [&](uint32_t i, float a0, float a1) {
-            sum[0][i * 4 + 0] += a0 * (sbc[i].x * acc[0][i * 4 + 0]);
-            sum[0][i * 4 + 1] += a0 * (sbc[i].y * acc[0][i * 4 + 1]);
-            sum[0][i * 4 + 2] += a1 * (sbc[i].x * acc[0][i * 4 + 2]);
-            sum[0][i * 4 + 3] += a1 * (sbc[i].y * acc[0][i * 4 + 3]);
-        };
-#pragma unroll 1
-        for (uint32_t kb = kb_begin; kb + 1 < kb_end; ++kb) {
-            const uint32_t st = ring.stage;
-            issue_mma(acc[0], 0, st);
-            wgmma_wait<0>();
-            release(st);
-#pragma unroll
-            for (uint32_t i = 0; i < kFrag; ++i) fence_operand(acc[0][i]);
-            ring.advance();
-#ifndef CG8_PROBE_WGRAD_NEXT_AT
-#define CG8_PROBE_WGRAD_NEXT_AT 0
-#endif
-            constexpr uint32_t kAt = CG8_PROBE_WGRAD_NEXT_AT;
-#pragma unroll
-            for (uint32_t i = 0; i < kAt; ++i) promote_frag(i, sa0, sa1);
-            mbar_wait(&sm.full[ring.stage], ring.phase);
-            float na0, na1;
-            load(ring.stage, na0, na1);
-            const float* sb = sb_at(ring.stage);
-#pragma unroll
-            for (uint32_t i = 0; i < kAt; ++i) sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);
-#pragma unroll
-            for (uint32_t i = kAt; i < Cfg::kBlockN / 8; ++i) {
-                promote_frag(i, sa0, sa1);
-                sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);
-            }
-            sa0 = na0, sa1 = na1;
-        }
-        const uint32_t st = ring.stage;
-        issue_mma(acc[0], 0, st);
-        wgmma_wait<0>();
-        release(st);
-#pragma unroll
-        for (uint32_t i = 0; i < kFrag; ++i) fence_operand(acc[0][i]);
-#pragma unroll
-        for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) promote_frag(i, sa0, sa1);
-        ring.advance();
     }
 
     // A tile with passes ran the rolled loop: with the stage-aligned walk the next tile must start at
