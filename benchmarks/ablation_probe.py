@@ -30,9 +30,7 @@ from .tune import dense_inputs, provenance_line
 VARIANTS = {"base": (), "no-promote": ("CG8_PROBE_NO_PROMOTE",), "no-loads": ("CG8_PROBE_NO_LOADS",),
             "mma-only": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS"), "no-mma": ("CG8_PROBE_NO_MMA",),
             "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE"),
-            "no-amax-exchange": ("CG8_PROBE_NO_AMAX_EXCHANGE",), "no-output": ("CG8_PROBE_NO_OUTPUT",),
-            "warp-out": ("CG8_PROBE_WARP_OUT",),
-            "mma-only-no-output": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS", "CG8_PROBE_NO_OUTPUT")}
+            "no-amax-exchange": ("CG8_PROBE_NO_AMAX_EXCHANGE",)}
 _defines: tuple[str, ...] = ()
 
 
@@ -52,10 +50,6 @@ def _set(defines: tuple[str, ...]) -> None:
         lib.wrap_render(_with_defines)
         _wrapped.append(True)
     _defines = defines
-    if "CG8_PROBE_WARP_OUT" in defines:
-        os.environ["CG8_PROBE_D_BOX_ROWS"] = "16"
-    else:
-        os.environ.pop("CG8_PROBE_D_BOX_ROWS", None)
     lib.forget_loaded()
 
 

@@ -364,7 +364,7 @@ def wgrad_tensor_maps(cfg: KernelConfig, m: int, k: int, groups: int, a_ld: int,
         map_sa,
         runtime.encode_2d(f32, ptrs[3], cfg.n, kb, get_tma_aligned_size(cfg.n, 4) * 4, cfg.block_n, 1, 0),
         runtime.encode_3d(f32, ptrs[4], (d_cols, d_rows, groups), (d_ld * 4, d_gld * 4),
-                          (cfg.swizzle_d // 4 or cfg.block_n, min(int(__import__('os').environ.get('CG8_PROBE_D_BOX_ROWS', box_rows)), d_rows), 1), cfg.swizzle_d),
+                          (cfg.swizzle_d // 4, min(box_rows, d_rows), 1), cfg.swizzle_d),
         *((map_a, map_sa) if tail == box else _a_maps(ptrs[0], ptrs[2], k, m, a_ld, m, kb, sa_ld, tail)),
     )
 

@@ -176,7 +176,7 @@ struct GemmConfig {
     // per warpgroup (registers: sums, one accumulator, B's column scales), unsplit and without multicast.
     static_assert(kRowScalesB == kOutF32 && kRowScalesB == kRuntimeK && ((kLayout == Layout::kKGrouped) <= kRuntimeK),
                   "1x128 B scales, K at run time and FP32 output make the weight gradient, and only they");
-    static_assert(!kRowScalesB || (kUnitsPerWG == 1 && kSplits == 1 && kMulticast == 1 && (kSwizzleD != 0 || kTileAtoms == kNumAtoms)),
+    static_assert(!kRowScalesB || (kUnitsPerWG == 1 && kSplits == 1 && kMulticast == 1 && kSwizzleD != 0),
                   "the weight gradient needs one slab per math warpgroup, no split or multicast and a swizzled "
                   "output tile");
     static_assert(kTileAtoms == kNumAtoms || (kOutF32 && kTileAtoms >= 2 && kTileAtoms < kNumAtoms),

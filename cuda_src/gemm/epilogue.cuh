@@ -186,23 +186,10 @@ struct Epilogue {
                                                            uint32_t row0, uint32_t group, uint32_t wg, uint32_t warp,
                                                            uint32_t lane) {
         static_assert(kUnits == 1 && Cfg::kAtomCols % 8 == 0, "one slab per warpgroup, whole fragments per atom");
-#ifdef CG8_PROBE_NO_OUTPUT  // probe only: the sums kept alive, nothing stored
-        {
-            float x = 0.f;
-#pragma unroll
-            for (uint32_t i = 0; i < sizeof(sum[0]) / sizeof(float); ++i) x += sum[0][i];
-            if (x == 1234.5f) st_shared_v2_f32(base, x, x);
-            return;
-        }
-#endif
         if constexpr (Cfg::kTransposeD) {
             reduce_tile_f32_transposed(sum, tmap_d, base, tile, store_thread, n0, row0, group, wg, warp);
             return;
         }
-#ifdef CG8_PROBE_WARP_OUT
-        reduce_warp_rows_f32(sum, tmap_d, base, tile, n0, row0, group, wg, warp, lane);
-        return;
-#endif
         constexpr uint32_t kBuffers = Cfg::kTileAtoms, kAtomTile = Cfg::kBlockM * Cfg::kAtomBytes;
         constexpr uint32_t kFragsPerAtom = Cfg::kAtomCols / 8;
         const uint32_t row = wg * 64 + warp * 16 + lane / 4;
@@ -239,37 +226,6 @@ struct Epilogue {
                 if (store_thread) bulk_wait_group_read<kBuffers - 2>();
             named_barrier_sync(1, Cfg::kMathThreads);
             if (store_thread) reduce_atom(j);
-        });
-    }
-
-    // PROBE: each warp adds its own 16 rows of the tile into D (a 16-row box), atom by atom, issued by its lane 0:
-    // no barrier between the warps; a buffer reused once this warp's reduce of it has read it.
-    __device__ __forceinline__ static void reduce_warp_rows_f32(const Sums& sum, const CUtensorMap& tmap_d, uint32_t base,
-                                                                const uint8_t* tile, uint32_t n0, uint32_t row0,
-                                                                uint32_t group, uint32_t wg, uint32_t warp, uint32_t lane) {
-        constexpr uint32_t kBuffers = Cfg::kTileAtoms, kAtomTile = Cfg::kBlockM * Cfg::kAtomBytes;
-        constexpr uint32_t kFragsPerAtom = Cfg::kAtomCols / 8;
-        const uint32_t wrow = wg * 64 + warp * 16, row = wrow + lane / 4;
-        static_for<0, Cfg::kNumAtoms>([&](auto atom) {
-            constexpr uint32_t j = atom.value;
-            if constexpr (j >= kBuffers) {  // this warp's reduce of atom j - kBuffers must have read the buffer
-                if (lane == 0) bulk_wait_group_read<kBuffers - 1>();
-                __syncwarp();
-            }
-            const uint32_t buffer = base + (j % kBuffers) * kAtomTile;
-#pragma unroll
-            for (uint32_t f = 0; f < kFragsPerAtom; ++f) {
-                const uint32_t i = j * kFragsPerAtom + f, col = f * 8 + 2 * (lane % 4);
-                st_shared_v2_f32(tile_addr(buffer, row, col), sum[0][i * 4 + 0], sum[0][i * 4 + 1]);
-                st_shared_v2_f32(tile_addr(buffer, row + 8, col), sum[0][i * 4 + 2], sum[0][i * 4 + 3]);
-            }
-            fence_proxy_async_smem();
-            __syncwarp();
-            if (lane == 0) {
-                tma_reduce_add_3d(&tmap_d, tile + (j % kBuffers) * kAtomTile + wrow * Cfg::kAtomBytes,
-                                  int32_t(n0 + j * Cfg::kAtomCols), int32_t(row0 + wrow), int32_t(group));
-                bulk_commit_group();
-            }
         });
     }
 

@@ -89,11 +89,7 @@ struct MathWarpgroups {
             if constexpr (Cfg::kTailSplit)
                 if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_phase, scale_phase);
         }
-#ifdef CG8_PROBE_WARP_OUT
-        if (Cfg::kOutF32 && !Cfg::kTransposeD ? lane == 0 : loop.store_thread) bulk_wait_group0();
-#else
         if (loop.store_thread) bulk_wait_group0();
-#endif
     }
 
     // One tile: its passes, then the epilogue. fetch_next() (the policy's next tile) runs once, after
@@ -260,18 +256,8 @@ struct MathWarpgroups {
             if (tiles.zero_rows(t) != 0) Out::zero_rows(loop.sum, tiles.zero_rows(t));
         }
         // The output tile is rewritten only once the previous tile's TMA store has read it.
-#ifdef CG8_PROBE_WARP_OUT
-        if constexpr (Cfg::kOutF32 && !Cfg::kTransposeD) {
-            if (lane == 0) bulk_wait_group_read();
-            __syncwarp();
-        } else {
-            if (loop.store_thread) bulk_wait_group_read();
-            named_barrier_sync(1, Cfg::kMathThreads);
-        }
-#else
         if (loop.store_thread) bulk_wait_group_read();
         named_barrier_sync(1, Cfg::kMathThreads);
-#endif
         if constexpr (Cfg::kScalesByWarp) mbar_arrive(sm.sb_empty);  // past the main loop: the B scales may go
         if constexpr (Cfg::kOutFp8) {
             // Scales for rows of the tile below `valid` (rows past M, or past a masked group's count, stay as
