@@ -20,7 +20,7 @@ from .protocol import Timer
 from .tile_probe import with_band
 from .tune import provenance_line
 
-TILE = re.compile(r"(?:pick|(\d+)x(\d+)(?:s(\d+))?(?:d(\d+))?(t)?(w)?)(?:r(\d+))?")
+TILE = re.compile(r"(?:pick|(\d+)x(\d+)(?:s(\d+))?(?:d(\d+))?(t)?)(?:r(\d+))?")
 
 
 def tile_config(tile: str, n: int, m: int | None = None):
@@ -36,9 +36,8 @@ def tile_config(tile: str, n: int, m: int | None = None):
         cfg = heuristics_wgrad.choose("normal", m, n, 1, 132).config
     else:
         cfg = heuristics_wgrad.make_config("normal", m if match[5] else n, 1, int(match[1]), int(match[2]),
-                                           int(match[3] or 0), int(match[4] or 0), transpose_d=bool(match[5]),
-                                           swizzle_d=128 if match[6] else None)
-    return with_band(cfg, match[7])
+                                           int(match[3] or 0), int(match[4] or 0), transpose_d=bool(match[5]))
+    return with_band(cfg, match[6])
 
 
 def main(argv=None) -> int:
@@ -63,7 +62,7 @@ def main(argv=None) -> int:
         binders = {}
         for tile in tiles:
             cfg = configs[m, n, tile]
-            label = (f"{cfg.block_m}x{cfg.block_n}{'t' if cfg.transpose_d else ''} sw{cfg.swizzle_d} s{cfg.stages} d{cfg.d_atoms} "
+            label = (f"{cfg.block_m}x{cfg.block_n}{'t' if cfg.transpose_d else ''} s{cfg.stages} d{cfg.d_atoms} "
                      f"r{cfg.raster_group}")
             binders[label] = lambda cfg=cfg: fp8_gemm.bind_wgrad(
                 cfg, a, sa, b, sb, cupy.zeros((m, n), cupy.float32))

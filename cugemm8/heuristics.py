@@ -499,14 +499,11 @@ def grid_for(config: KernelConfig, tiles: int, num_sms: int) -> int:
 # The weight gradient's shared-memory map (KernelConfig.wgrad); its configuration choice is heuristics_wgrad.py's.
 def wgrad_smem_bytes(block_m: int, block_n: int, stages: int, k_groups: int, swizzle_d: int, d_atoms: int,
                      transpose_d: bool = False) -> int:
-    """Bytes of the weight-gradient kernel's shared-memory map (cuda_src/gemm/smem.cuh): the FP32 D tile's
-    atoms (d_atoms of them where nonzero, else all, the last one whole), block_m rows of swizzle_d bytes
-    (transposed, block_n rows); per stage A, B,
+    """Bytes of the weight-gradient kernel's shared-memory map (cuda_src/gemm/smem.cuh): the FP32 D tile (or
+    d_atoms of its atoms where nonzero, block_m rows of swizzle_d bytes; transposed, block_n rows); per stage A, B,
     A's and B's scales (B's rounded up to 128 bytes, a TMA destination's alignment) and 2 barriers; the k-grouped
     layout's words (each group's k-blocks, a count, and (group, first, end) per group, 16-byte rounded)."""
     words = -(-((4 * k_groups + 1) * 4) // 16) * 16 if k_groups else 0
     sb = -(-(block_n * 4) // 128) * 128
-    rows, span = (block_n, block_m) if transpose_d else (block_m, block_n)
-    atoms = d_atoms or -(-span * 4 // swizzle_d)  # all of them; the last may be in part (config.cuh)
-    d = rows * swizzle_d * atoms
+    d = (block_n if transpose_d else block_m) * swizzle_d * d_atoms if d_atoms else block_m * block_n * 4
     return d + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + sb + 16) + words

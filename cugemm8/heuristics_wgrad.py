@@ -41,7 +41,7 @@ def tile_rate(block_m: int, block_n: int) -> float:
 
 
 def make_config(layout: str, n: int, num_groups: int, block_m: int, block_n: int, stages: int = 0,
-                d_atoms: int = 0, transpose_d: bool = False, swizzle_d: int | None = None) -> KernelConfig:
+                d_atoms: int = 0, transpose_d: bool = False) -> KernelConfig:
     """The weight-gradient configuration of one tile shape: one math warpgroup per 64 rows, the widest FP32 output
     swizzle; of the output tile's atoms, `d_atoms` in shared memory (0: as many as fit beside STAGE_TARGET stages,
     all if they do); `stages` stages (0: the most that fit beside them). `transpose_d`: the kernel computes D^T
@@ -49,8 +49,8 @@ def make_config(layout: str, n: int, num_groups: int, block_m: int, block_n: int
     them held (config.cuh)."""
     k_groups = num_groups if layout == "k_grouped" else 0
     span = block_m if transpose_d else block_n   # D's columns of one tile
-    swizzle = swizzle_for(span, 4) if swizzle_d is None else swizzle_d
-    atoms = -(-span * 4 // swizzle)  # the last one may be in part (config.cuh)
+    swizzle = swizzle_for(span, 4)
+    atoms = span * 4 // swizzle
     least = max(2, -(-atoms // 2)) if transpose_d else 2
 
     def fits(s: int, held: int) -> bool:

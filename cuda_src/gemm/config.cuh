@@ -131,12 +131,10 @@ struct GemmConfig {
     // ------------------------------------------------------------------ output tile in shared memory
     // kBlockN columns split into atoms of kAtomBytes per row (the TMA swizzle span), each atom kBlockM
     // rows, stored one after another. Transposed (kTransposeD), D's tile is kBlockN rows (the tile's columns)
-    // of kBlockM columns (its rows), in atoms of kAtomCols of the tile's rows. The weight gradient's FP32 tile
-    // may end in part of an atom (128x152: four atoms and 24 of 32 columns): the atom's columns past the tile are
-    // zeros, added into the next tile's columns of D, where x + 0 is x (NOTES.md v48), or clipped past N.
+    // of kBlockM columns (its rows), in atoms of kAtomCols of the tile's rows.
     static constexpr uint32_t kAtomBytes = kSwizzleD ? kSwizzleD : kBlockN * kOutBytes;
     static constexpr uint32_t kAtomCols = kAtomBytes / kOutBytes;
-    static constexpr uint32_t kNumAtoms = ((kTransposeD ? kBlockM : kBlockN) + kAtomCols - 1) / kAtomCols;
+    static constexpr uint32_t kNumAtoms = (kTransposeD ? kBlockM : kBlockN) / kAtomCols;
     static constexpr uint32_t kAtomRows = kTransposeD ? kBlockN : kBlockM;  // rows of D an atom holds
     // Atoms of the output tile that shared memory holds (0: all). The weight gradient's FP32 tile may hold
     // fewer, filled in turn while TMA adds the others into D, to leave shared memory to the stage ring.
@@ -153,8 +151,7 @@ struct GemmConfig {
     static_assert(kBlockN % 8 == 0 && kBlockN >= 8 && kBlockN <= 256, "BLOCK_N must be a multiple of 8 in [8, 256]");
     static_assert(kBlockN <= 128 || kRowScalesB || (128 % (kBlockN - 128)) == 0,
                   "BLOCK_N > 128 must span at most two sb rows (128x128 B scales)");
-    static_assert((kTransposeD ? kBlockM : kBlockN) % kAtomCols == 0 || (kOutF32 && !kTransposeD),
-                  "output atoms must tile the tile's D rows (the weight gradient's may end in part of one)");
+    static_assert((kTransposeD ? kBlockM : kBlockN) % kAtomCols == 0, "output atoms must tile the tile's D rows");
     static_assert(kMulticast == 1 || (kMulticast == 2 && (kShareB || kNumNBlocks % 2 == 0)),
                   "pairs sharing A need even n-blocks");
     // A half of a 128-byte swizzled B tile must start on the swizzle's 1024-byte period (8 rows).

@@ -197,12 +197,9 @@ struct Epilogue {
             const uint32_t buffer = base + (j % kBuffers) * kAtomTile;
 #pragma unroll
             for (uint32_t f = 0; f < kFragsPerAtom; ++f) {
-                // Fragments past the tile (its last atom in part, config.cuh) are written as zeros.
                 const uint32_t i = j * kFragsPerAtom + f, col = f * 8 + 2 * (lane % 4);
-                const bool in_tile = i < Cfg::kBlockN / 8;
-                const uint32_t v = in_tile ? i * 4 : 0u;
-                st_shared_v2_f32(tile_addr(buffer, row, col), in_tile ? sum[0][v + 0] : 0.f, in_tile ? sum[0][v + 1] : 0.f);
-                st_shared_v2_f32(tile_addr(buffer, row + 8, col), in_tile ? sum[0][v + 2] : 0.f, in_tile ? sum[0][v + 3] : 0.f);
+                st_shared_v2_f32(tile_addr(buffer, row, col), sum[0][i * 4 + 0], sum[0][i * 4 + 1]);
+                st_shared_v2_f32(tile_addr(buffer, row + 8, col), sum[0][i * 4 + 2], sum[0][i * 4 + 3]);
             }
         };
         auto reduce_atom = [&](uint32_t j) {
