@@ -24,7 +24,7 @@ BLOCK_NS = tuple(range(16, 161, 16))
 # each shape's wave quantization; 160 columns lead, with 4 stages beside 4 of their 5 FP32 output atoms. Narrower
 # tiles than measured take the 96-wide rate scaled by their width (a k-block's fixed costs dominate there), 64-row
 # tiles (one math warpgroup) ROWS64_RATE so scaled. 144 and 160 were 890 and 952 until their loops took the
-# warp-uniform A descriptors (2.5-3% faster on the H200; the narrower tiles had them already: NOTES.md v48).
+# warp-uniform A descriptors (2.1-3.3% faster on the H200; the narrower tiles had them already: NOTES.md v48).
 TILE_RATES = {96: 907, 112: 809, 128: 882, 144: 916, 160: 976}
 ROWS64_RATE = 680
 MIN_STAGES = 3
