@@ -30,16 +30,7 @@ from .tune import dense_inputs, provenance_line
 VARIANTS = {"base": (), "no-promote": ("CG8_PROBE_NO_PROMOTE",), "no-loads": ("CG8_PROBE_NO_LOADS",),
             "mma-only": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS"), "no-mma": ("CG8_PROBE_NO_MMA",),
             "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE"),
-            "no-amax-exchange": ("CG8_PROBE_NO_AMAX_EXCHANGE",),
-            "stagger2": ("CG8_PROBE_STAGGER",), "stagger4": ("CG8_PROBE_STAGGER", "CG8_PROBE_STAGGER_4"),
-            "stagger8": ("CG8_PROBE_STAGGER", "CG8_PROBE_STAGGER_8"), "no-output": ("CG8_PROBE_NO_OUTPUT",),
-            "no-output-stagger4": ("CG8_PROBE_NO_OUTPUT", "CG8_PROBE_STAGGER", "CG8_PROBE_STAGGER_4"),
-            "half-first": ("CG8_PROBE_HALF_FIRST",), "first4": ("CG8_PROBE_HALF_FIRST", "CG8_PROBE_FIRST_KB4"),
-            "first8": ("CG8_PROBE_HALF_FIRST", "CG8_PROBE_FIRST_KB8"),
-            "prefetch-d": ("CG8_PROBE_PREFETCH_D",),  # the FP32 output's tile fetched into the L2 8 k-blocks ahead
-            "prefetch-d4": ("CG8_PROBE_PREFETCH_D", "CG8_PROBE_PREFETCH_D_LEAD4"),
-            "prefetch-d16": ("CG8_PROBE_PREFETCH_D", "CG8_PROBE_PREFETCH_D_LEAD16"),
-            "prefetch-d-start": ("CG8_PROBE_PREFETCH_D", "CG8_PROBE_PREFETCH_D_LEAD64")}
+            "no-amax-exchange": ("CG8_PROBE_NO_AMAX_EXCHANGE",)}
 _defines: tuple[str, ...] = ()
 
 

@@ -186,15 +186,6 @@ struct Epilogue {
                                                            uint32_t row0, uint32_t group, uint32_t wg, uint32_t warp,
                                                            uint32_t lane) {
         static_assert(kUnits == 1 && Cfg::kAtomCols % 8 == 0, "one slab per warpgroup, whole fragments per atom");
-#ifdef CG8_PROBE_NO_OUTPUT  // probe only: the sums kept alive, nothing stored
-        {
-            float x = 0.f;
-#pragma unroll
-            for (uint32_t i = 0; i < sizeof(sum[0]) / sizeof(float); ++i) x += sum[0][i];
-            if (x == 1234.5f) st_shared_v2_f32(base, x, x);
-            return;
-        }
-#endif
         if constexpr (Cfg::kTransposeD) {
             reduce_tile_f32_transposed(sum, tmap_d, base, tile, store_thread, n0, row0, group, wg, warp);
             return;

@@ -10,7 +10,6 @@
 #include "math.cuh"
 #include "producer.cuh"
 #include "../ptx/pdl.cuh"
-#include "../ptx/timer.cuh"
 
 namespace cg8 {
 
@@ -74,21 +73,6 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
     Tiles::finish_layout(sm.words, k);
     const uint32_t cta_rank = Cfg::kClusterDims > 1 ? cluster_ctarank() : 0;
     CG8_MARK(kTraceSetUp);
-#ifdef CG8_PROBE_STAGGER  // benchmarks only: odd CTAs start late, so that the CTAs' tile ends are not in step
-    {
-#if defined(CG8_PROBE_STAGGER_4)
-        constexpr uint64_t kCycles = 6400;
-#elif defined(CG8_PROBE_STAGGER_8)
-        constexpr uint64_t kCycles = 12800;
-#else
-        constexpr uint64_t kCycles = 3200;
-#endif
-        if (blockIdx.x & 1) {
-            const uint64_t t0 = sm_clock();
-            while (sm_clock() - t0 < kCycles) {}
-        }
-    }
-#endif
 
     // Math threads: their first accumulator row in a tile (the producer warpgroup: kBlockM).
     const uint32_t thread_row = wg < Cfg::kNumMathWG ? Cfg::slab(wg, 0) * 64 + warp * 16 + lane / 4 : Cfg::kBlockM;
@@ -99,7 +83,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
     RingPosition<Cfg> ring;
     if (wg == Cfg::kNumMathWG) {
         setmaxnreg_dec<40>();
-        Producer<Cfg>{tmap_a, tmap_b, tmap_sa, tmap_sb, tmap_a_tail, tmap_sa_tail, tmap_d, sb, sm, tiles, ring, cta_rank}
+        Producer<Cfg>{tmap_a, tmap_b, tmap_sa, tmap_sb, tmap_a_tail, tmap_sa_tail, sb, sm, tiles, ring, cta_rank}
             .run(tid, warp, lane);
     } else {
         setmaxnreg_inc<Cfg::kNumMathWG == 1 ? 240 : 232>();

@@ -38,29 +38,6 @@ struct NormalTiles : WholeTiles<Cfg> {
     __device__ __forceinline__ static void load_layout(const int32_t*, int32_t*, uint32_t, uint32_t) {}
     __device__ __forceinline__ static void finish_layout(int32_t*, uint32_t) {}
 
-#ifdef CG8_PROBE_HALF_FIRST  // probe only: odd CTAs work their first tile's first half first and its second half last
-    __device__ __forceinline__ bool next(Tile& t) {
-        const uint32_t total = num_m_blocks * kWalkNBlocks;
-        const bool halves = (blockIdx.x & 1) && blockIdx.x + gridDim.x < total && num_k_blocks >= 2;
-        const bool second = halves && tile_idx >= total && tile_idx < total + gridDim.x;
-        if (tile_idx >= total && !second) return false;
-        raster<Cfg, kWalkNBlocks>(second ? blockIdx.x : tile_idx, num_m_blocks, t.m_block, t.n_block);
-        t.rows = m;
-        t.group = 0;
-        t.passes = 1;
-#if defined(CG8_PROBE_FIRST_KB4)
-        const uint32_t cut = min(4u, num_k_blocks / 2);
-#elif defined(CG8_PROBE_FIRST_KB8)
-        const uint32_t cut = min(8u, num_k_blocks / 2);
-#else
-        const uint32_t cut = num_k_blocks / 2;
-#endif
-        t.kb0 = __shfl_sync(__activemask(), second ? cut : 0u, 0);
-        t.kb1 = __shfl_sync(__activemask(), halves && tile_idx == blockIdx.x ? cut : num_k_blocks, 0);
-        tile_idx += gridDim.x;
-        return true;
-    }
-#else
     __device__ __forceinline__ bool next(Tile& t) {
         if (tile_idx >= num_m_blocks * kWalkNBlocks) return false;
         raster<Cfg, kWalkNBlocks>(tile_idx, num_m_blocks, t.m_block, t.n_block);
@@ -73,7 +50,6 @@ struct NormalTiles : WholeTiles<Cfg> {
         tile_idx += gridDim.x / kClusterCtas;
         return true;
     }
-#endif
 
     // Rows of A (and of its scales) that land in a stage for tile t: the rows left in A, at most a tile. The
     // stage's other rows are never written; an MMA row depends only on its own row of A, and those rows are

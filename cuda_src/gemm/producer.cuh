@@ -11,18 +11,6 @@
 
 namespace cg8 {
 
-#ifdef CG8_PROBE_PREFETCH_D  // benchmarks only: D's tile fetched into the L2 this many k-blocks before the tile's end
-#if defined(CG8_PROBE_PREFETCH_D_LEAD4)
-constexpr uint32_t kPrefetchLead = 4;
-#elif defined(CG8_PROBE_PREFETCH_D_LEAD16)
-constexpr uint32_t kPrefetchLead = 16;
-#elif defined(CG8_PROBE_PREFETCH_D_LEAD64)
-constexpr uint32_t kPrefetchLead = 1u << 30;
-#else
-constexpr uint32_t kPrefetchLead = 8;
-#endif
-#endif
-
 template <class Cfg>
 struct Producer {
     using Tiles = TilePolicy<Cfg>;
@@ -35,7 +23,6 @@ struct Producer {
     const CUtensorMap& tmap_sb;  // 1x128 B scales (kRowScalesB); the forward kernels pass tmap_sa, unused
     const CUtensorMap& tmap_a_tail;   // A and its scales with boxes of the last m-block's rows (tail_maps)
     const CUtensorMap& tmap_sa_tail;
-    const CUtensorMap& tmap_d;        // FP32 output (kOutF32): its tile's lines fetched into the L2 ahead of the adds
     const float* __restrict__ sb;  // B's 128x128 block scales (kScalesByWarp)
     const SharedMemory<Cfg> sm;
     Tiles& tiles;               // the tile walk (the kernel's)
@@ -101,21 +88,6 @@ struct Producer {
                     tma_load_2d(sm.sb_rows + ring.stage * (Smem::kStageSB / 4), &tmap_sb, bar,
                                 int32_t(t.n_block * Cfg::kBlockN), int32_t(kb));
                 CG8_MARK_KB(kTraceKbIssued, kb);
-#ifdef CG8_PROBE_PREFETCH_D
-                if constexpr (Cfg::kOutF32) {
-                    const uint32_t kb_first = kRanged ? t.kb_begin() : 0u;
-                    if (kb == (kb_end - kb_first > kPrefetchLead ? kb_end - kPrefetchLead : kb_first)) {
-                        const int32_t n0 = int32_t(t.n_block * Cfg::kBlockN);
-#pragma unroll 1
-                        for (uint32_t j = 0; j < Cfg::kNumAtoms; ++j) {
-                            if constexpr (Cfg::kTransposeD)
-                                tma_prefetch_l2_3d(&tmap_d, a_row + int32_t(j * Cfg::kAtomCols), n0, t.group);
-                            else
-                                tma_prefetch_l2_3d(&tmap_d, n0 + int32_t(j * Cfg::kAtomCols), a_row, t.group);
-                        }
-                    }
-                }
-#endif
                 ring.advance();
                 after_load();
             }
