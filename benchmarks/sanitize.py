@@ -87,10 +87,10 @@ def wgrad_plan(case: dict, num_sms: int):
     h = library.current().wgrad_heuristics
     layout = h.ENTRY_LAYOUTS[case["layout"]]
     groups = len(case.get("k_sizes", [0]))
-    if "force" in case:  # (BLOCK_M, BLOCK_N), computing D or, with "transposed", D^T (the kernel's N is M)
+    if "force" in case:  # (BLOCK_M, BLOCK_N), computing D or, with "transposed", D^T (the kernel's N is M); "loaded": load_d
         transposed = case.get("transposed", False)
         return h.make_config(layout, case["m"] if transposed else case["n"], groups, *case["force"],
-                             transpose_d=transposed)
+                             transpose_d=transposed, load_d=case.get("loaded", False))
     return h.choose(layout, case["m"], case["n"], groups, num_sms).config
 
 

@@ -108,4 +108,14 @@ EDGE_CASES = [
      "n": 136, "k": 640, "k_sizes": [0, 256, 128, 0, 1 << 20, 128]},
     {"name": "edge k-grouped wgrad all groups empty", "layout": "k_grouped_wgrad", "m": 64, "n": 64, "k": 256,
      "k_sizes": [0, 0]},
+    # D loaded into shared memory, added to and stored (load_d): the heuristic's pick at M <= 512, forced tiles with
+    # partial tiles both ways, D transposed, and k-grouped with empty groups
+    {"name": "edge wgrad D loaded, the heuristic's (M=384, N=4104, K=640)", "layout": "wgrad", "m": 384, "n": 4104,
+     "k": 640},
+    {"name": "edge wgrad D loaded (128x144, M=333, N=440, K=1040)", "layout": "wgrad", "m": 333, "n": 440, "k": 1040,
+     "force": (128, 144), "loaded": True},
+    {"name": "edge wgrad D loaded and transposed (128x160, M=300, N=328, K=1040)", "layout": "wgrad", "m": 300,
+     "n": 328, "k": 1040, "force": (128, 160), "transposed": True, "loaded": True},
+    {"name": "edge k-grouped wgrad D loaded (128x144, empty groups)", "layout": "k_grouped_wgrad", "m": 300,
+     "n": 440, "k": 1920, "k_sizes": [256, 0, 384, 128, 0, 1152], "force": (128, 144), "loaded": True},
 ]

@@ -20,12 +20,13 @@ from .protocol import Timer
 from .tile_probe import with_band
 from .tune import provenance_line
 
-TILE = re.compile(r"(?:pick|(\d+)x(\d+)(?:s(\d+))?(?:d(\d+))?(t)?)(?:r(\d+))?")
+TILE = re.compile(r"(?:pick|(\d+)x(\d+)(?:s(\d+))?(?:d(\d+))?(t)?)(L)?(?:r(\d+))?")
 
 
 def tile_config(tile: str, n: int, m: int | None = None):
-    """BMxBN[sSTAGES][dATOMS][t][rRASTER], or pick[rRASTER] (the heuristic's tile at M, N), with bands of RASTER
-    n-blocks; ATOMS of the FP32 output tile held; `t`: computing D^T (the kernel's rows are N's, its N is M)."""
+    """BMxBN[sSTAGES][dATOMS][t][L][rRASTER], or pick[L][rRASTER] (the heuristic's tile at M, N), with bands of
+    RASTER n-blocks; ATOMS of the FP32 output tile held; `t`: computing D^T (the kernel's rows are N's, its N is M);
+    `L`: D loaded into shared memory, added to and stored (load_d) in place of the TMA reduce-add."""
     from cugemm8 import heuristics_wgrad
 
     match = TILE.fullmatch(tile)
@@ -34,10 +35,14 @@ def tile_config(tile: str, n: int, m: int | None = None):
                          "128x160, 128x128s5r16, 128x160s3d4t or pickr16")
     if match[1] is None:
         cfg = heuristics_wgrad.choose("normal", m, n, 1, 132).config
+        if match[6]:
+            cfg = heuristics_wgrad.make_config("normal", cfg.n, 1, cfg.block_m, cfg.block_n, transpose_d=cfg.transpose_d,
+                                               load_d=True)
     else:
         cfg = heuristics_wgrad.make_config("normal", m if match[5] else n, 1, int(match[1]), int(match[2]),
-                                           int(match[3] or 0), int(match[4] or 0), transpose_d=bool(match[5]))
-    return with_band(cfg, match[6])
+                                           int(match[3] or 0), int(match[4] or 0), transpose_d=bool(match[5]),
+                                           load_d=bool(match[6]))
+    return with_band(cfg, match[7])
 
 
 def main(argv=None) -> int:
@@ -62,8 +67,8 @@ def main(argv=None) -> int:
         binders = {}
         for tile in tiles:
             cfg = configs[m, n, tile]
-            label = (f"{cfg.block_m}x{cfg.block_n}{'t' if cfg.transpose_d else ''} s{cfg.stages} d{cfg.d_atoms} "
-                     f"r{cfg.raster_group}")
+            label = (f"{cfg.block_m}x{cfg.block_n}{'t' if cfg.transpose_d else ''}{'L' if cfg.load_d else ''} "
+                     f"s{cfg.stages} d{cfg.d_atoms} r{cfg.raster_group}")
             binders[label] = lambda cfg=cfg: fp8_gemm.bind_wgrad(
                 cfg, a, sa, b, sb, cupy.zeros((m, n), cupy.float32))
         time_variants(timer, (m, n, k), binders, variants, args.reps)

@@ -50,8 +50,10 @@ def config_type(cfg: KernelConfig) -> str:
               cfg.record_slots, cfg.split_k, "true" if cfg.stream_b else "false"]
     if cfg.wgrad:  # FP32 added into D, with 1x128 B scales (and K at run time: k == 0)
         params += ["cg8::OutFormat::kF32Add", "cg8::ScaleB::kRow", cfg.d_atoms]
-        if cfg.transpose_d:  # (group_ctas, share_b and col_halves at their defaults)
-            params += [1, "false", 1, "true"]
+        if cfg.transpose_d or cfg.load_d:  # (group_ctas, share_b and col_halves at their defaults)
+            params += [1, "false", 1, "true" if cfg.transpose_d else "false"]
+        if cfg.load_d:
+            params.append("true")
     elif cfg.out_fp8 or cfg.share_b or cfg.col_halves > 1:  # the defaults are left out, so older sources (and
         params.append(_OUT_FORMATS[cfg.out_format])           # cache keys) read as before
         if cfg.group_ctas > 1 or cfg.share_b or cfg.col_halves > 1:  # (the parameters before them at their defaults)
@@ -125,7 +127,8 @@ def _report_cached_patch(cfg: KernelConfig, source: str, name: str, settings: Ff
 def cfg_str(cfg: KernelConfig) -> str:
     if cfg.wgrad:
         return (f"wgrad {cfg.layout} N={cfg.n} G={cfg.num_groups} block {cfg.block_m}x{cfg.block_n}, "
-                f"{cfg.stages} stages" + (", D transposed" if cfg.transpose_d else ""))
+                f"{cfg.stages} stages" + (", D transposed" if cfg.transpose_d else "")
+                + (", D loaded and stored" if cfg.load_d else ""))
     return (f"{cfg.layout} N={cfg.n} K={cfg.k} G={cfg.num_groups} block {cfg.block_m}x{cfg.block_n}, "
             f"{cfg.stages} stages" + (f", {cfg.out_format} out" if cfg.out_fp8 else "")
             + (f", {cfg.group_ctas} CTAs a scale group" if cfg.group_ctas > 1 else "")

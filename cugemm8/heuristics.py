@@ -93,6 +93,8 @@ class KernelConfig:
     col_halves: int = 1  # 2: a 128x256 tile as two 128-column halves of each math warpgroup's slab (can_halve)
     transpose_d: bool = False  # the weight gradient computing D^T = B A^T: B is the kernel's A (its rows are the
                                # kernel's M) and n is D's rows; each tile is stored transposed (heuristics_wgrad)
+    load_d: bool = False  # the weight gradient: each tile's D loaded into shared memory, added to there and stored,
+                          # in place of a TMA reduce-add (its whole FP32 tile held: d_atoms 0)
 
     @property
     def out_fp8(self) -> bool:
@@ -111,7 +113,7 @@ class KernelConfig:
     def smem_bytes(self) -> int:
         if self.wgrad:
             return wgrad_smem_bytes(self.block_m, self.block_n, self.stages, self.k_groups, self.swizzle_d,
-                                    self.d_atoms, self.transpose_d)
+                                    self.d_atoms, self.transpose_d, self.load_d)
         return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups, self.tail_split,
                           self.record_slots, self.split_k, self.out_fp8, self.group_ctas, self.share_b,
                           scales_by_warp(self.layout, self.block_m, self.num_math_wg, self.out_fp8, self.k))
@@ -498,7 +500,7 @@ def grid_for(config: KernelConfig, tiles: int, num_sms: int) -> int:
 
 # The weight gradient's shared-memory map (KernelConfig.wgrad); its configuration choice is heuristics_wgrad.py's.
 def wgrad_smem_bytes(block_m: int, block_n: int, stages: int, k_groups: int, swizzle_d: int, d_atoms: int,
-                     transpose_d: bool = False) -> int:
+                     transpose_d: bool = False, load_d: bool = False) -> int:
     """Bytes of the weight-gradient kernel's shared-memory map (cuda_src/gemm/smem.cuh): the FP32 D tile (or
     d_atoms of its atoms where nonzero, block_m rows of swizzle_d bytes; transposed, block_n rows); per stage A, B,
     A's and B's scales (B's rounded up to 128 bytes, a TMA destination's alignment) and 2 barriers; the k-grouped
@@ -506,4 +508,4 @@ def wgrad_smem_bytes(block_m: int, block_n: int, stages: int, k_groups: int, swi
     words = -(-((4 * k_groups + 1) * 4) // 16) * 16 if k_groups else 0
     sb = -(-(block_n * 4) // 128) * 128
     d = (block_n if transpose_d else block_m) * swizzle_d * d_atoms if d_atoms else block_m * block_n * 4
-    return d + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + sb + 16) + words
+    return d + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + sb + 16) + words + (24 if load_d else 0)

@@ -1,8 +1,9 @@
 """Pick the weight gradients' configuration (``wgrad_matmul``, ``k_grouped_wgrad_matmul``): deterministic and pure,
 like ``heuristics.choose``, by a time model of the weight gradient's tiles.
 
-D[M, N] += A[M, K] B[N, K]^T with 1x128 scales on both operands, FP32 D added into by TMA reduce-add (the dense
-form and the k-grouped MoE form). K is a run-time value (the tokens), so one kernel serves every K, and K does not
+D[M, N] += A[M, K] B[N, K]^T with 1x128 scales on both operands, FP32 D added into by TMA reduce-add, or loaded
+into shared memory, added to there and stored where the tiles span few rows (the dense form and the k-grouped MoE
+form). K is a run-time value (the tokens), so one kernel serves every K, and K does not
 enter the choice.
 """
 from __future__ import annotations
@@ -32,6 +33,11 @@ STAGE_TARGET = 4
 # D^T's tiles take longer than the same tiles of D: their output goes out in two rounds of transposed atoms
 # (1.024-1.032x on the H200 at 4096x7168, NOTES.md v47).
 TRANSPOSED_COST = 1.03
+# D of at most this many rows, computed untransposed in 128-row tiles, is loaded into shared memory, added to there
+# and stored (load_d) instead of added into by TMA reduce-add: few m-blocks, many CTAs streaming B past each one;
+# 0.85-0.98x the reduce-add's time at M = 256 and 512 (N 7168 to 32768, K 4096 and 8192), while from M = 768 up,
+# and computing D^T over 512 rows (32768x512), the loaded tiles took 1.03-1.08x (NOTES.md v49).
+LOAD_D_ROWS = 512
 
 
 def tile_rate(block_m: int, block_n: int) -> float:
@@ -41,7 +47,7 @@ def tile_rate(block_m: int, block_n: int) -> float:
 
 
 def make_config(layout: str, n: int, num_groups: int, block_m: int, block_n: int, stages: int = 0,
-                d_atoms: int = 0, transpose_d: bool = False) -> KernelConfig:
+                d_atoms: int = 0, transpose_d: bool = False, load_d: bool = False) -> KernelConfig:
     """The weight-gradient configuration of one tile shape: one math warpgroup per 64 rows, the widest FP32 output
     swizzle; of the output tile's atoms, `d_atoms` in shared memory (0: as many as fit beside STAGE_TARGET stages,
     all if they do); `stages` stages (0: the most that fit beside them). `transpose_d`: the kernel computes D^T
@@ -54,11 +60,16 @@ def make_config(layout: str, n: int, num_groups: int, block_m: int, block_n: int
     least = max(2, -(-atoms // 2)) if transpose_d else 2
 
     def fits(s: int, held: int) -> bool:
-        return wgrad_smem_bytes(block_m, block_n, s, k_groups, swizzle, held % atoms, transpose_d) <= SMEM_CAPACITY
+        return wgrad_smem_bytes(block_m, block_n, s, k_groups, swizzle, held % atoms, transpose_d,
+                                load_d) <= SMEM_CAPACITY
 
     if 0 < d_atoms < min(least, atoms):
         raise ValueError(f"d_atoms must be 0 (the heuristic's) or at least {min(least, atoms)}: the FP32 tile is "
                          f"held in at least 2 atoms (transposed, half of them); got {d_atoms}")
+    if load_d and d_atoms not in (0, atoms):
+        raise ValueError(f"d_atoms must be 0 or {atoms} with load_d (the whole FP32 tile is held); got {d_atoms}")
+    if load_d:
+        d_atoms = atoms
     if not d_atoms:
         d_atoms = next((a for a in range(atoms, 1, -1) if a >= least and fits(STAGE_TARGET, a)),
                        max(least, min(2, atoms)))
@@ -66,7 +77,7 @@ def make_config(layout: str, n: int, num_groups: int, block_m: int, block_n: int
     stages = stages or next((s for s in range(MAX_STAGES, 0, -1) if fits(s, d_atoms)), 0)
     return KernelConfig(layout=layout, n=n, k=0, num_groups=num_groups, block_m=block_m, block_n=block_n,
                         stages=stages, num_math_wg=block_m // 64, swizzle_d=swizzle,
-                        out_format=WGRAD_OUT, d_atoms=d_atoms, transpose_d=transpose_d)
+                        out_format=WGRAD_OUT, d_atoms=d_atoms, transpose_d=transpose_d, load_d=load_d)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -76,7 +87,7 @@ def choose(layout: str, m: int, n: int, num_groups: int, num_sms: int) -> Launch
     over N x M: where they fill the SMs' last wave better, as 4096x7168's 11 waves against 7168x4096's 12 in
     128x160 tiles, NOTES.md v47): the least modelled time (waves x tile FLOPs / tile_rate, x TRANSPOSED_COST for
     D^T; K is the same for every tile) in steps of 2%, then D before D^T, then wider N, then less area past the
-    edges."""
+    edges. D of at most LOAD_D_ROWS rows in 128-row tiles is then loaded and stored rather than added into (load_d)."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     if min(m, n, num_groups, num_sms) <= 0:
@@ -98,4 +109,10 @@ def choose(layout: str, m: int, n: int, num_groups: int, num_sms: int) -> Launch
                 if best is None or score < best[0]:
                     best = (score, config, tiles)
     assert best is not None
-    return plan_for(best[1], best[2], num_sms)
+    config = best[1]
+    if m <= LOAD_D_ROWS and config.block_m == 128 and not config.transpose_d:
+        loaded = make_config(layout, config.n, num_groups, 128, config.block_n, transpose_d=config.transpose_d,
+                             load_d=True)
+        if loaded.stages >= config.stages:  # the whole FP32 tile held beside as many stages
+            config = loaded
+    return plan_for(config, best[2], num_sms)

@@ -128,6 +128,9 @@ WGRAD_SHAPES = [(7168, 2112), (1536, 24576), (512, 32768), (16384, 7168), (7168,
 
 # Transposed weight-gradient tiles the GPU tier runs: (BLOCK_M, BLOCK_N, FP32 atoms held; 0: the heuristic's).
 TRANSPOSED_TILES = [(128, 160, 0), (128, 160, 2), (128, 160, 4), (64, 160, 0), (128, 96, 0), (64, 16, 0)]
+# Tiles the GPU tier runs with D loaded and stored (load_d): (BLOCK_M, BLOCK_N, computing D^T); each output swizzle.
+LOAD_D_TILES = [(128, 96, False), (128, 112, False), (128, 128, False), (128, 144, False), (128, 152, False),
+                (128, 160, False), (64, 48, False), (128, 160, True), (128, 96, True)]
 
 
 def wgrad_configs():
@@ -150,6 +153,10 @@ def wgrad_configs():
     for bm, bn, d_atoms in TRANSPOSED_TILES:   # D transposed (the kernel's N is D's rows)
         configs.add(heuristics_wgrad.make_config("normal", 2 * bn + 24, 1, bm, bn, d_atoms=d_atoms, transpose_d=True))
     configs.add(heuristics_wgrad.make_config("k_grouped", 200, 5, 128, 160, transpose_d=True))
+    for bm, bn, transpose_d in LOAD_D_TILES:   # D loaded and stored (the GPU tier's sizes)
+        n = 2 * bm + 40 if transpose_d else 3 * bn + 8
+        configs.add(heuristics_wgrad.make_config("normal", n, 1, bm, bn, transpose_d=transpose_d, load_d=True))
+    configs.add(heuristics_wgrad.make_config("k_grouped", 440, 6, 128, 144, load_d=True))
     return sorted(configs, key=repr)
 
 

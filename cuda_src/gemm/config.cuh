@@ -30,7 +30,8 @@ template <Layout kLayout_, uint32_t kShapeN_, uint32_t kShapeK_, uint32_t kNumGr
           uint32_t kBlockN_, uint32_t kStages_, uint32_t kNumMathWG_, uint32_t kSwizzleD_, uint32_t kRasterGroup_,
           uint32_t kMulticast_, bool kTailSplit_, uint32_t kRecordSlots_, uint32_t kSplitK_, bool kStreamB_,
           OutFormat kOutFormat_ = OutFormat::kBf16, ScaleB kScaleB_ = ScaleB::kBlock, uint32_t kTileAtoms_ = 0,
-          uint32_t kGroupCtas_ = 1, bool kShareB_ = false, uint32_t kColHalves_ = 1, bool kTransposeD_ = false>
+          uint32_t kGroupCtas_ = 1, bool kShareB_ = false, uint32_t kColHalves_ = 1, bool kTransposeD_ = false,
+          bool kLoadD_ = false>
 struct GemmConfig {
     static constexpr Layout kLayout = kLayout_;
     static constexpr uint32_t kShapeN = kShapeN_;
@@ -78,6 +79,10 @@ struct GemmConfig {
     // whose tiles fill the SMs better one way round runs that way): each tile is stored transposed, its rows
     // becoming D's columns (epilogue.cuh, reduce_tile_f32; NOTES.md v47).
     static constexpr bool kTransposeD = kTransposeD_;
+    // The weight gradient's D tile loaded into shared memory by TMA while the tile's last k-blocks run, the sums
+    // added to it there and the tile stored by TMA (a producer warp issues the store), in place of a TMA
+    // reduce-add in the L2 (epilogue.cuh, add_tile_f32).
+    static constexpr bool kLoadD = kLoadD_;
     // CTAs of a cluster that exchange partial sums or row amax (1: none).
     static constexpr uint32_t kExchangeCtas = kSplits > 1 ? kSplits : kGroupCtas;
     // A split tile's column chunks (split.cuh): rank r owns the 8-column fragments chunk_first(r) ..
@@ -179,6 +184,7 @@ struct GemmConfig {
     static_assert(!kRowScalesB || (kUnitsPerWG == 1 && kSplits == 1 && kMulticast == 1 && kSwizzleD != 0),
                   "the weight gradient needs one slab per math warpgroup, no split or multicast and a swizzled "
                   "output tile");
+    static_assert(!kLoadD || (kOutF32 && kTileAtoms == kNumAtoms), "D loaded: the weight gradient's, its whole tile held");
     static_assert(kTileAtoms == kNumAtoms || (kOutF32 && kTileAtoms >= 2 && kTileAtoms < kNumAtoms),
                   "only the FP32 output tile may be held in part, at least two atoms of it");
     // Transposed, a warp's rows lie in one atom, and the atoms not held are written in one second round.

@@ -1,6 +1,7 @@
 // The epilogue: a tile's FP32 sums to bf16 (stmatrix), to e4m3 with per-row scales, or as FP32, through the
 // output tile in shared memory (TMA-swizzled atoms) and out to global memory by one TMA store per atom (FP32:
-// one TMA reduce-add per atom, D += tile), or by the math threads where only some rows or columns may be written. The
+// one TMA reduce-add per atom, D += tile, or D loaded into the tile, added to and stored), or by the math threads
+// where only some rows or columns may be written. The
 // TMA store runs on while the next tile's main loop starts; the tile's shared memory is rewritten only after
 // bulk_wait_group_read says it was read.
 #pragma once
@@ -8,6 +9,7 @@
 #include "tile.cuh"
 #include "trace.cuh"
 #include "../ptx/convert.cuh"
+#include "../ptx/mbarrier.cuh"
 #include "../ptx/memory.cuh"
 #include "../ptx/stmatrix.cuh"
 #include "../ptx/tma.cuh"
@@ -227,6 +229,45 @@ struct Epilogue {
             named_barrier_sync(1, Cfg::kMathThreads);
             if (store_thread) reduce_atom(j);
         });
+    }
+
+    // kLoadD: this thread's sums added to the tile's D, which TMA loaded into the output tile at `base` (d_full, the
+    // tile's parity `phase`), in the places reduce_tile_f32 writes them; then d_written, and the producer warpgroup's
+    // store warp stores the tile. D + sums in FP32, as TMA's reduce-add computes it: the results are the same bits.
+    // A thread loads all its elements before it stores any, so that the loads overlap.
+    __device__ __forceinline__ static void add_tile_f32(const Sums& sum, uint32_t base, uint64_t* d_full,
+                                                        uint64_t* d_written, uint32_t phase, uint32_t wg, uint32_t warp,
+                                                        uint32_t lane) {
+        static_assert(Cfg::kLoadD && kUnits == 1 && Cfg::kTileAtoms == Cfg::kNumAtoms, "the whole FP32 tile, loaded");
+        constexpr uint32_t kAtomTile = Cfg::kAtomRows * Cfg::kAtomBytes;
+        const uint32_t row = wg * 64 + warp * 16 + lane / 4;  // and row + 8
+        // Element e of fragment i (row + 8 (e / 2), column i * 8 + 2 (lane % 4) + e % 2): its byte address.
+        auto addr = [&](uint32_t i, uint32_t e) {
+            const uint32_t col = i * 8 + 2 * (lane % 4) + e % 2, r = row + (e / 2) * 8;
+            if constexpr (Cfg::kTransposeD) {  // as reduce_tile_f32_transposed lays atom r / 32 out
+                uint32_t off = col * Cfg::kAtomBytes + (r % Cfg::kAtomCols) * 4;
+                off ^= ((off >> 7) & 7) << 4;
+                return base + (r / Cfg::kAtomCols) * kAtomTile + off;
+            } else {
+                return tile_addr(base + col / Cfg::kAtomCols * kAtomTile, r, col % Cfg::kAtomCols);
+            }
+        };
+        float d[kFrag];
+        mbar_wait(d_full, phase);
+        if constexpr (Cfg::kTransposeD) {
+#pragma unroll
+            for (uint32_t i = 0; i < kFrag; ++i) d[i] = ld_shared_b32(addr(i / 4, i % 4));
+#pragma unroll
+            for (uint32_t i = 0; i < kFrag; ++i) st_shared_u32(addr(i / 4, i % 4), __float_as_uint(d[i] + sum[0][i]));
+        } else {
+#pragma unroll
+            for (uint32_t i = 0; i < kFrag; i += 2) ld_shared_v2_f32(addr(i / 4, i % 4), d[i], d[i + 1]);
+#pragma unroll
+            for (uint32_t i = 0; i < kFrag; i += 2)
+                st_shared_v2_f32(addr(i / 4, i % 4), d[i] + sum[0][i], d[i + 1] + sum[0][i + 1]);
+        }
+        fence_proxy_async_smem();
+        mbar_arrive(d_written);
     }
 
     // reduce_tile_f32 for a transposed tile (kTransposeD): the tile's rows row0 .. are D's columns and its columns

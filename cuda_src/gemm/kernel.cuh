@@ -55,6 +55,11 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
             mbar_init(sm.sb_full, 32);  // every lane of the staging warp
             mbar_init(sm.sb_empty, Cfg::kMathThreads);  // every math thread, past the tile's main loop
         }
+        if constexpr (Cfg::kLoadD) {
+            mbar_init(sm.d_full, 1);                    // the producer's expect_tx, then the TMA bytes
+            mbar_init(sm.d_written, Cfg::kMathThreads);  // every math thread, its sums added
+            mbar_init(sm.d_empty, 1);                   // the store warp, once the store has read the tile
+        }
         fence_barrier_init();
         fence_proxy_async_smem();
     }
@@ -83,7 +88,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
     RingPosition<Cfg> ring;
     if (wg == Cfg::kNumMathWG) {
         setmaxnreg_dec<40>();
-        Producer<Cfg>{tmap_a, tmap_b, tmap_sa, tmap_sb, tmap_a_tail, tmap_sa_tail, sb, sm, tiles, ring, cta_rank}
+        Producer<Cfg>{tmap_a, tmap_b, tmap_sa, tmap_sb, tmap_a_tail, tmap_sa_tail, tmap_d, sb, sm, tiles, ring, cta_rank}
             .run(tid, warp, lane);
     } else {
         setmaxnreg_inc<Cfg::kNumMathWG == 1 ? 240 : 232>();

@@ -54,7 +54,7 @@ struct MathWarpgroups {
         float sum[Cfg::kUnitsPerWG][Loop::kFrag];
         Loop loop(sm, ring, acc, sum, wg, tid, warp, lane);
         uint32_t split_phase = 0;  // the parity of this CTA's split tiles so far (their exchange barriers)
-        uint32_t scale_phase = 0;  // kScalesByWarp: the parity of this CTA's tiles so far (the B scales' barriers)
+        uint32_t tile_phase = 0;   // the parity of this CTA's tiles so far (kScalesByWarp: the B scales' barriers; kLoadD: D's)
         if constexpr (Tiles::kFetchEarly) {
             bool more = tiles.next(t);
             while (more) {
@@ -62,9 +62,9 @@ struct MathWarpgroups {
                 auto fetch_next = [&] { more = tiles.next(next_t); };  // its loads overlap the main loop
                 // (The reduction makes the branch warp-uniform to ptxas: see `slabs` in work_tile.)
                 if (__reduce_or_sync(~0u, t.whole() ? 1u : 0u))
-                    work_tile<false, true>(loop, t, fetch_next, split_phase, scale_phase);
+                    work_tile<false, true>(loop, t, fetch_next, split_phase, tile_phase);
                 else
-                    work_tile<false, false>(loop, t, fetch_next, split_phase, scale_phase);
+                    work_tile<false, false>(loop, t, fetch_next, split_phase, tile_phase);
                 t = next_t;
             }
         } else if constexpr (kPrefetchScales) {
@@ -79,15 +79,15 @@ struct MathWarpgroups {
                     more = tiles.next(next_t);
                     if (more) load_b_scales(staged, next_t);
                 };
-                work_tile<(Cfg::kSplitK > 1), true>(loop, t, [] {}, split_phase, scale_phase, prefetch, &staged);
+                work_tile<(Cfg::kSplitK > 1), true>(loop, t, [] {}, split_phase, tile_phase, prefetch, &staged);
                 t = next_t;
             }
             if constexpr (Cfg::kTailSplit)
-                if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_phase, scale_phase);
+                if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_phase, tile_phase);
         } else {
-            while (tiles.next(t)) work_tile<(Cfg::kSplitK > 1), true>(loop, t, [] {}, split_phase, scale_phase);
+            while (tiles.next(t)) work_tile<(Cfg::kSplitK > 1), true>(loop, t, [] {}, split_phase, tile_phase);
             if constexpr (Cfg::kTailSplit)
-                if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_phase, scale_phase);
+                if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_phase, tile_phase);
         }
         if (loop.store_thread) bulk_wait_group0();
     }
@@ -98,7 +98,7 @@ struct MathWarpgroups {
     // kSplitTile: a split tile (split K, or a tail() tile); kWhole: t.whole(), one pass of every slab.
     template <bool kSplitTile, bool kWhole, class FetchNext, class BeforeEpilogue = Nothing>
     __device__ __forceinline__ void work_tile(Loop& loop, const Tile& t, FetchNext&& fetch_next, uint32_t& split_phase,
-                                              uint32_t& scale_phase, BeforeEpilogue&& before_epilogue = {},
+                                              uint32_t& tile_phase, BeforeEpilogue&& before_epilogue = {},
                                               const BScales* staged = nullptr) {
         const uint32_t n0 = t.n_block * Cfg::kBlockN;
         CG8_MARK(kTraceTile, (kSplitTile ? t.split << 28 : 0u) | (t.n_block << 16) | t.m_block);
@@ -112,7 +112,7 @@ struct MathWarpgroups {
             // branches on it then keep the wgmma descriptors on the uniform datapath (NOTES.md v8).
             const uint32_t slabs = kWhole ? Loop::kAllUnits : __reduce_or_sync(~0u, tiles.active_slabs(t, pass, wg));
             if constexpr (Cfg::kScalesByWarp) {  // staged by a producer warp (producer.cuh)
-                mbar_wait(sm.sb_full, scale_phase);
+                mbar_wait(sm.sb_full, tile_phase);
             } else if constexpr (!Cfg::kRowScalesB) {  // 1x128 B scales come with each stage instead
                 stage_b_scales<kSplitTile>(first_pass, group, n0, loop.store_thread, first_pass ? staged : nullptr);
             }
@@ -170,8 +170,8 @@ struct MathWarpgroups {
             CG8_MARK(kTraceExchanged);
         }
         if (!kWhole && t.passes == 0) fetch_next();
-        epilogue<kSplitTile>(loop, t, n0, amax);
-        if constexpr (Cfg::kScalesByWarp) scale_phase ^= 1;
+        epilogue<kSplitTile>(loop, t, n0, amax, tile_phase);
+        if constexpr (Cfg::kScalesByWarp || Cfg::kLoadD) tile_phase ^= 1;
     }
 
     // f(b) with b the first column of the tile at n0 whose B scale is the next scale row (kBlockN: none). Where
@@ -249,11 +249,16 @@ struct MathWarpgroups {
     // group's last block) or columns (a split tile's chunk) may be written.
     template <bool kSplitTile>
     __device__ __forceinline__ void epilogue(Loop& loop, const Tile& t, uint32_t n0,
-                                             const typename Out::RowValues& amax) {
+                                             const typename Out::RowValues& amax, uint32_t tile_phase) {
         const uint32_t row0 = tiles.a_row(t);
         const uint32_t m0 = t.m_block * Cfg::kBlockM;
         if constexpr (Tiles::kZeroRows) {  // rows that are no expert's
             if (tiles.zero_rows(t) != 0) Out::zero_rows(loop.sum, tiles.zero_rows(t));
+        }
+        if constexpr (Cfg::kLoadD) {  // the tile's D has come in its place once the previous store read it
+            Out::add_tile_f32(loop.sum, loop.smem_d_addr, sm.d_full, sm.d_written, tile_phase, wg, warp, lane);
+            CG8_MARK(kTraceStored);
+            return;
         }
         // The output tile is rewritten only once the previous tile's TMA store has read it.
         if (loop.store_thread) bulk_wait_group_read();

@@ -2,7 +2,7 @@
 // (multicast to both CTAs of a pair when kMulticast == 2), B's tile (with kShareB, the pair's B, half from
 // each CTA, multicast to both), and with 1x128 B scales (the weight gradient) B's scales, all landing on the
 // stage's `full` barrier. Its second warp publishes the contiguous layout's tile records (record_ring.cuh), or
-// with kScalesByWarp stages each tile's B scales (stage_scales).
+// with kScalesByWarp stages each tile's B scales (stage_scales), or with kLoadD stores each tile's D (store_tiles).
 #pragma once
 #include "ring.cuh"
 #include "smem.cuh"
@@ -23,11 +23,57 @@ struct Producer {
     const CUtensorMap& tmap_sb;  // 1x128 B scales (kRowScalesB); the forward kernels pass tmap_sa, unused
     const CUtensorMap& tmap_a_tail;   // A and its scales with boxes of the last m-block's rows (tail_maps)
     const CUtensorMap& tmap_sa_tail;
+    const CUtensorMap& tmap_d;        // kLoadD: D, loaded for each tile and stored back (load_d, store_tiles)
     const float* __restrict__ sb;  // B's 128x128 block scales (kScalesByWarp)
     const SharedMemory<Cfg> sm;
     Tiles& tiles;               // the tile walk (the kernel's)
     RingPosition<Cfg>& ring;    // the position in the stage ring (the kernel's)
     uint32_t cta_rank;
+    uint32_t d_tiles = 0;       // kLoadD: tiles whose D this thread has loaded
+
+    // D's coordinates (the 3-D map's: column, row, group) of atom j of tile t, as the epilogue stores it.
+    __device__ __forceinline__ void d_atom(const Tile& t, uint32_t j, int32_t& c0, int32_t& c1) const {
+        const int32_t n0 = int32_t(t.n_block * Cfg::kBlockN), row0 = int32_t(tiles.a_row(t));
+        const int32_t first = int32_t(j * Cfg::kAtomCols);
+        c0 = Cfg::kTransposeD ? row0 + first : n0 + first;
+        c1 = Cfg::kTransposeD ? n0 : row0;
+    }
+
+    // kLoadD: tile t's D into the output tile once the previous tile's store has read it (d_empty), landing on
+    // d_full; issued after the tile's last k-block, so it arrives while those k-blocks' MMAs run.
+    __device__ __forceinline__ void load_d(const Tile& t) {
+        constexpr uint32_t kAtomTile = Cfg::kAtomRows * Cfg::kAtomBytes;
+        mbar_wait(sm.d_empty, (d_tiles & 1) ^ 1);
+        mbar_arrive_expect_tx(sm.d_full, Cfg::kNumAtoms * kAtomTile);
+#pragma unroll 1
+        for (uint32_t j = 0; j < Cfg::kNumAtoms; ++j) {
+            int32_t c0, c1;
+            d_atom(t, j, c0, c1);
+            tma_load_3d(sm.d + j * kAtomTile, &tmap_d, sm.d_full, c0, c1, t.group);
+        }
+        ++d_tiles;
+    }
+
+    // kLoadD, the producer warpgroup's second warp (lane 0): each tile's D stored once every math thread has
+    // added into it (d_written); d_empty once the store has read it. Every store completes before the CTA exits.
+    __device__ __forceinline__ void store_tiles() {
+        constexpr uint32_t kAtomTile = Cfg::kAtomRows * Cfg::kAtomBytes;
+        Tile t;
+#pragma unroll 1
+        for (uint32_t n = 0; tiles.next(t); ++n) {
+            mbar_wait(sm.d_written, n & 1);
+#pragma unroll 1
+            for (uint32_t j = 0; j < Cfg::kNumAtoms; ++j) {
+                int32_t c0, c1;
+                d_atom(t, j, c0, c1);
+                tma_store_3d(&tmap_d, sm.d + j * kAtomTile, c0, c1, t.group);
+            }
+            bulk_commit_group();
+            bulk_wait_group_read();
+            mbar_arrive(sm.d_empty);
+        }
+        bulk_wait_group0();
+    }
 
     // Every load of one tile; after_load() runs after each k-block's.
     template <bool kSplitTile, bool kWhole, class AfterLoad>
@@ -92,6 +138,7 @@ struct Producer {
                 after_load();
             }
         }
+        if constexpr (Cfg::kLoadD) load_d(t);
         if constexpr (Cfg::kShareB) {  // the stages of the peer tile's extra passes: passed through
             for (uint32_t i = tiles.pad_kblocks(t); i != 0; --i, ring.advance()) {
                 mbar_wait(&sm.empty[ring.stage], ring.phase ^ 1);
@@ -146,6 +193,8 @@ struct Producer {
         tiles.run_record_warp(warp, lane);
         if constexpr (Cfg::kScalesByWarp)
             if (warp == 1) stage_scales(lane);
+        if constexpr (Cfg::kLoadD)
+            if (warp == 1 && lane == 0) store_tiles();
         Tile t, next_t;
         if constexpr (Tiles::kFetchEarly) {
             bool more = tid == 0 && tiles.next(t);

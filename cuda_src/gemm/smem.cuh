@@ -15,7 +15,7 @@
 // Layout words: the tile policy's (masked: rows and tile totals per group; contiguous: the record ring).
 // Barriers: full and empty per stage; `ready` and `received` for a split tile's exchange (and `amax` with
 // e4m3 output; CTAs sharing a scale group use `ready` and `amax`); with kScalesByWarp, the B scales' full and
-// empty; the policy's.
+// empty; with kLoadD, D's full, written and empty; the policy's.
 #pragma once
 #include "config.cuh"
 #include "scheduler.cuh"
@@ -42,6 +42,7 @@ struct SmemLayout {
     static constexpr uint32_t kScalesB =
         Cfg::kRowScalesB ? 0 : (Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile * 4 + 15) / 16 * 16;
     static constexpr uint32_t kScaleBarriers = Cfg::kScalesByWarp ? 2 : 0;
+    static constexpr uint32_t kDBarriers = Cfg::kLoadD ? 3 : 0;
     static constexpr uint32_t kSplitBarriers = Cfg::kExchangeCtas > 1 ? (Cfg::kOutFp8 ? 3 : 2) : 0;
     // A split tile's inbox: (kSplits - 1) peers' partial sums of this CTA's column chunk (the largest's size), FP32.
     static constexpr uint32_t kInbox = (Cfg::kSplits - 1) * Cfg::kBlockM * (Cfg::kMaxChunkFrags * 8) * 4;
@@ -57,7 +58,7 @@ struct SmemLayout {
     static constexpr uint32_t kOffWords = kOffAmax + kAmaxInbox;
     static constexpr uint32_t kOffBarriers = kOffWords + Tiles::kSmemWordBytes;
     static constexpr uint32_t kBytes =
-        kOffBarriers + 8 * (2 * Cfg::kStages + kSplitBarriers + kScaleBarriers + Tiles::kRingBarriers);
+        kOffBarriers + 8 * (2 * Cfg::kStages + kSplitBarriers + kScaleBarriers + kDBarriers + Tiles::kRingBarriers);
 
     static_assert(kOffA % 1024 == 0 && kStageA % 1024 == 0 && kStageB % 1024 == 0,
                   "swizzled stages must stay 1024-byte aligned");
@@ -85,6 +86,9 @@ struct SharedMemory {
     float* amax_inbox;         // split tiles with e4m3 output: [peer slot][row] amax over the peer's chunk
     uint64_t* sb_full;         // kScalesByWarp: the producer warp has staged a tile's B scales
     uint64_t* sb_empty;        // ... and the math warpgroups are past that tile's main loop
+    uint64_t* d_full;          // kLoadD: a tile's D has landed
+    uint64_t* d_written;       // ... every math thread has added its sums into it
+    uint64_t* d_empty;         // ... and its TMA store has read it
     uint64_t* ring_barriers;   // the tile policy's
 
     __device__ __forceinline__ explicit SharedMemory(uint8_t* smem)
@@ -96,7 +100,8 @@ struct SharedMemory {
           split_ready(empty + Cfg::kStages), split_received(split_ready + 1), split_amax(split_ready + 2),
           amax_inbox(reinterpret_cast<float*>(smem + Map::kOffAmax)),
           sb_full(empty + Cfg::kStages + Map::kSplitBarriers), sb_empty(sb_full + 1),
-          ring_barriers(full + 2 * Cfg::kStages + Map::kSplitBarriers + Map::kScaleBarriers) {}
+          d_full(sb_full + Map::kScaleBarriers), d_written(d_full + 1), d_empty(d_full + 2),
+          ring_barriers(full + 2 * Cfg::kStages + Map::kSplitBarriers + Map::kScaleBarriers + Map::kDBarriers) {}
 };
 
 }  // namespace cg8

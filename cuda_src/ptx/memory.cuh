@@ -23,6 +23,17 @@ __device__ __forceinline__ void ld_shared_v4_u32(uint32_t addr, uint32_t& a, uin
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(a), "=r"(b), "=r"(c), "=r"(d) : "r"(addr));
 }
 
+// 8 bytes from shared memory, kept in order with the other volatile accesses but not with plain memory accesses.
+__device__ __forceinline__ void ld_shared_v2_f32(uint32_t addr, float& a, float& b) {
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(a), "=f"(b) : "r"(addr));
+}
+
+__device__ __forceinline__ float ld_shared_b32(uint32_t addr) {
+    float v;
+    asm volatile("ld.shared.b32 %0, [%1];" : "=f"(v) : "r"(addr));
+    return v;
+}
+
 __device__ __forceinline__ void st_shared_u16(uint32_t addr, unsigned short v) {
     asm volatile("st.shared.u16 [%0], %1;" ::"r"(addr), "h"(v) : "memory");
 }

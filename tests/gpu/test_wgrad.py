@@ -1,5 +1,6 @@
 """GPU tier, the weight gradient (wgrad_matmul, k_grouped_wgrad_matmul): the kernel against a float64 reference,
-accumulation exactly once, c and out the same or different arrays, bitwise repeats, empty groups, CUDA graphs."""
+accumulation exactly once, c and out the same or different arrays, bitwise repeats, empty groups, CUDA graphs, D
+loaded and stored (load_d) against the reduce-add."""
 import cupy
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from problems import PROPERTY_SETTINGS, calc_diff, dequant_a, finish, normalized
 import cugemm8
 from cugemm8 import fp8_gemm, heuristics_wgrad
 from cugemm8.reference import REL_TOLERANCE
-from kernel_configs import TRANSPOSED_TILES
+from kernel_configs import LOAD_D_TILES, TRANSPOSED_TILES
 
 pytestmark = [pytest.mark.gpu, requires_hopper]
 
@@ -157,6 +158,61 @@ def test_wgrad_transposed(bm, bn, d_atoms):
     again = cupy.zeros((m, n), cupy.float32)
     fp8_gemm.bind_wgrad(cfg, a, sa, b, sb, again)()
     assert same_bits(again, wide[:, :n]), "results differ between runs"
+
+
+@pytest.mark.parametrize("bm,bn,transpose_d", LOAD_D_TILES)
+def test_wgrad_load_d_matches_the_reduce_add(bm, bn, transpose_d):
+    """D loaded into shared memory, added to there and stored (load_d) gives the bits the TMA reduce-add gives, on
+    partial tiles both ways, K not a multiple of 128, several tiles a CTA (a small grid: the store warp's and the
+    producer's barriers cycle), a strided out whose columns past N stay untouched, repeated."""
+    m, n, k = 2 * bm + 40, 3 * bn + 8, 1040
+    rows, cols = (n, m) if transpose_d else (m, n)
+    added = heuristics_wgrad.make_config("normal", cols, 1, bm, bn, transpose_d=transpose_d)
+    loaded = heuristics_wgrad.make_config("normal", cols, 1, bm, bn, transpose_d=transpose_d, load_d=True)
+    assert loaded.load_d and loaded.d_atoms == 0 and not added.load_d
+    _, _, a, sa, b, sb = make_wgrad(m, n, k, seed=bm + bn)
+    out0 = cupy.random.default_rng(bn).standard_normal((m, n + 8), dtype=cupy.float32)
+    want = out0.copy()
+    fp8_gemm.bind_wgrad(added, a, sa, b, sb, want[:, :n], grid=3)()
+    got = out0.copy()
+    fp8_gemm.bind_wgrad(loaded, a, sa, b, sb, got[:, :n], grid=3)()
+    check_product(got[:, :n] - out0[:, :n].astype(cupy.float64), a, sa, b, sb)
+    assert same_bits(got, want), "load_d and the reduce-add differ"
+    again = out0.copy()
+    fp8_gemm.bind_wgrad(loaded, a, sa, b, sb, again[:, :n])()
+    assert same_bits(again, got), "results differ between runs (or with the grid)"
+
+
+def test_wgrad_load_d_picked_where_measured():
+    """The heuristic's load_d picks (M <= LOAD_D_ROWS, 128-row tiles computing D) run through the public call, with
+    c separate from out and c as out."""
+    m, n, k = 384, 4104, 2000
+    assert heuristics_wgrad.choose("normal", m, n, 1, cugemm8.runtime.get_num_sms()).config.load_d
+    _, _, a, sa, b, sb = make_wgrad(m, n, k, seed=5)
+    c = cupy.random.default_rng(6).standard_normal((m, n), dtype=cupy.float32)
+    out = cupy.empty_like(c)
+    cugemm8.wgrad_matmul(a, sa, b, sb, out, c=c)
+    check_product(out - c.astype(cupy.float64), a, sa, b, sb)
+    inplace = c.copy()
+    cugemm8.wgrad_matmul(a, sa, b, sb, inplace, c=inplace)
+    assert same_bits(inplace, out)
+
+
+def test_k_grouped_load_d_matches_the_reduce_add():
+    """The k-grouped form with load_d: empty groups' D untouched (no tile of theirs is loaded or stored), the bits
+    of the reduce-add elsewhere."""
+    sizes = [256, 0, 384, 128, 0, 1152]
+    m, n = 300, 440
+    a, sa, b, sb, k_sizes = make_k_grouped(m, n, sizes, seed=21)
+    out0 = cupy.random.default_rng(22).standard_normal((len(sizes), m, n), dtype=cupy.float32)
+    outs = []
+    for load_d in (False, True):
+        cfg = heuristics_wgrad.make_config("k_grouped", n, len(sizes), 128, 144, load_d=load_d)
+        out = out0.copy()
+        fp8_gemm.bind_wgrad(cfg, a, sa, b, sb, out, k_sizes=k_sizes, grid=5)()
+        outs.append(out)
+    check_k_grouped(outs[1], out0, a, sa, b, sb, sizes)
+    assert same_bits(outs[1], outs[0]), "load_d and the reduce-add differ"
 
 
 # ----------------------------------------------------------------------------- k-grouped

@@ -22,7 +22,8 @@ def compiled():
 
 
 @pytest.mark.parametrize("cfg", ALL_CONFIGS, ids=lambda c: f"{c.layout}-n{c.n}-k{c.k}-g{c.num_groups}-"
-                         f"{c.block_m}x{c.block_n}x{c.stages}s{c.splits}" + ("-" + c.out_format if c.out_format != "bfloat16" else ""))
+                         f"{c.block_m}x{c.block_n}x{c.stages}s{c.splits}" + ("-" + c.out_format if c.out_format != "bfloat16" else "")
+                         + ("-t" if c.transpose_d else "") + ("-loaded" if c.load_d else ""))
 def test_config_compiles_with_expected_sass(cfg, compiled):
     cubin, log = compiled[cfg]
     # ptxas serializes the wgmma pipeline (C7510 and kin: a call boundary, register pressure) with only a
@@ -40,9 +41,10 @@ def test_config_compiles_with_expected_sass(cfg, compiled):
     hinted = any("UTMALDG" in line and "desc[" in line for line in text.splitlines())
     assert hinted == cfg.stream_b, "L2 cache policy on B's loads exactly where stream_b"
     # Split-K tiles store their column chunks by threads; the weight gradient adds its tiles into D by TMA
-    # reduce-add; every other kernel stores tiles by TMA.
-    assert ("UTMASTG" in names) == (cfg.split_k == 1 and not cfg.wgrad), "TMA stores"
-    assert ("UTMAREDG" in names) == cfg.wgrad, "TMA reduce-add exactly in the weight-gradient kernels"
+    # reduce-add, or loads D (a 3-D TMA load) and stores it (load_d); every other kernel stores tiles by TMA.
+    assert ("UTMASTG" in names) == (cfg.split_k == 1 and (not cfg.wgrad or cfg.load_d)), "TMA stores"
+    assert ("UTMAREDG" in names) == (cfg.wgrad and not cfg.load_d), "TMA reduce-add exactly in the weight-gradient kernels"
+    assert any(op.startswith("UTMALDG.3D") for op in ops) == cfg.load_d, "D loaded exactly where load_d"
     assert (cfg.cluster == 2) == any(op.startswith("UTMALDG.2D.MULTICAST") for op in ops), "multicast loads"
     assert not names & {"LDL", "STL"}, "local memory (spills) in the kernel"
     # The output's format: e4m3 packed from FP32 (and no stmatrix of bf16 pairs), or bf16 only.
