@@ -110,7 +110,7 @@ EDGE_CASES = [
      "k_sizes": [0, 0]},
     # D loaded into shared memory, added to and stored (load_d): the heuristic's pick at M <= 512, forced tiles with
     # partial tiles both ways, D transposed, and k-grouped with empty groups
-    {"name": "edge wgrad D loaded, the heuristic's (M=384, N=4104, K=640)", "layout": "wgrad", "m": 384, "n": 4104,
+    {"name": "edge wgrad D loaded, the heuristic's (M=256, N=16392, K=640)", "layout": "wgrad", "m": 256, "n": 16392,
      "k": 640},
     {"name": "edge wgrad D loaded (128x144, M=333, N=440, K=1040)", "layout": "wgrad", "m": 333, "n": 440, "k": 1040,
      "force": (128, 144), "loaded": True},

@@ -33,11 +33,13 @@ STAGE_TARGET = 4
 # D^T's tiles take longer than the same tiles of D: their output goes out in two rounds of transposed atoms
 # (1.024-1.032x on the H200 at 4096x7168, NOTES.md v47).
 TRANSPOSED_COST = 1.03
-# D of at most this many rows, computed untransposed in 128-row tiles, is loaded into shared memory, added to there
-# and stored (load_d) instead of added into by TMA reduce-add: few m-blocks, many CTAs streaming B past each one;
-# 0.85-0.98x the reduce-add's time at M = 256 and 512 (N 7168 to 32768, K 4096 and 8192), while from M = 768 up,
-# and computing D^T over 512 rows (32768x512), the loaded tiles took 1.03-1.08x (NOTES.md v49).
+# D of 2 to 4 m-blocks (129 to LOAD_D_ROWS rows), computed untransposed in 128-row tiles at least LOAD_D_COLS wide,
+# is loaded into shared memory, added to there and stored (load_d) instead of added into by TMA reduce-add: each B
+# tile read by a few CTAs, many CTAs streaming B. There it took 0.85-0.98x the reduce-add's time (M 200 to 512, N
+# 2112 to 32768, K 4096 and 8192, dense and k-grouped; one shape 1.003x); with one m-block 1.02-1.03x, in tiles 96
+# wide 1.04-1.14x, from M = 768 up and computing D^T over 512 rows (32768x512) 1.03-1.08x (NOTES.md v49).
 LOAD_D_ROWS = 512
+LOAD_D_COLS = 112
 
 
 def tile_rate(block_m: int, block_n: int) -> float:
@@ -87,7 +89,8 @@ def choose(layout: str, m: int, n: int, num_groups: int, num_sms: int) -> Launch
     over N x M: where they fill the SMs' last wave better, as 4096x7168's 11 waves against 7168x4096's 12 in
     128x160 tiles, NOTES.md v47): the least modelled time (waves x tile FLOPs / tile_rate, x TRANSPOSED_COST for
     D^T; K is the same for every tile) in steps of 2%, then D before D^T, then wider N, then less area past the
-    edges. D of at most LOAD_D_ROWS rows in 128-row tiles is then loaded and stored rather than added into (load_d)."""
+    edges. D of 2 to 4 m-blocks in 128-row tiles of LOAD_D_COLS or more is then loaded and stored rather than added
+    into (load_d)."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     if min(m, n, num_groups, num_sms) <= 0:
@@ -110,7 +113,7 @@ def choose(layout: str, m: int, n: int, num_groups: int, num_sms: int) -> Launch
                     best = (score, config, tiles)
     assert best is not None
     config = best[1]
-    if m <= LOAD_D_ROWS and config.block_m == 128 and not config.transpose_d:
+    if 128 < m <= LOAD_D_ROWS and config.block_m == 128 and config.block_n >= LOAD_D_COLS and not config.transpose_d:
         loaded = make_config(layout, config.n, num_groups, 128, config.block_n, transpose_d=config.transpose_d,
                              load_d=True)
         if loaded.stages >= config.stages:  # the whole FP32 tile held beside as many stages

@@ -184,9 +184,9 @@ def test_wgrad_load_d_matches_the_reduce_add(bm, bn, transpose_d):
 
 
 def test_wgrad_load_d_picked_where_measured():
-    """The heuristic's load_d picks (M <= LOAD_D_ROWS, 128-row tiles computing D) run through the public call, with
+    """The heuristic's load_d picks (2 to 4 m-blocks in 128-row tiles computing D) run through the public call, with
     c separate from out and c as out."""
-    m, n, k = 384, 4104, 2000
+    m, n, k = 256, 16392, 2000
     assert heuristics_wgrad.choose("normal", m, n, 1, cugemm8.runtime.get_num_sms()).config.load_d
     _, _, a, sa, b, sb = make_wgrad(m, n, k, seed=5)
     c = cupy.random.default_rng(6).standard_normal((m, n), dtype=cupy.float32)

@@ -110,6 +110,9 @@ def test_wgrad_heuristic_limits(layout, m, n, groups, sms):
     assert cfg.swizzle_d in (64, 128) and (atom_span * 4) % cfg.swizzle_d == 0
     assert cfg.n == (m if cfg.transpose_d else n)   # the kernel's N: D's columns, or its rows where it computes D^T
     assert cfg.cluster == 1 and cfg.split_k == 1 and not cfg.tail_split
+    if cfg.load_d:   # D loaded and stored only over 2 to 4 m-blocks of wide enough tiles, the whole FP32 tile held
+        assert 128 < m <= heuristics_wgrad.LOAD_D_ROWS and cfg.block_m == 128 and not cfg.transpose_d
+        assert cfg.block_n >= heuristics_wgrad.LOAD_D_COLS and cfg.d_atoms == 0
     assert 1 <= plan.grid <= sms
     assert heuristics_wgrad.choose(layout, m, n, groups, sms) == plan   # deterministic
 
@@ -129,6 +132,25 @@ def test_wgrad_heuristic_picks():
         heuristics_wgrad.choose("masked", 64, 64, 1, 132)
     with pytest.raises(ValueError, match="must be positive"):
         heuristics_wgrad.choose("normal", 0, 64, 1, 132)
+
+
+def test_wgrad_load_d_picks():
+    """load_d where it measured faster (2 to 4 m-blocks, tiles 112 wide or more, D untransposed, as many stages as
+    the reduce-add's tile), the reduce-add elsewhere: one m-block, 96-wide tiles, D^T, more rows (NOTES.md v49)."""
+    def pick(m, n, layout="normal", groups=1):
+        return heuristics_wgrad.choose(layout, m, n, groups, 132).config
+    for m, n, bn in ((512, 32768, 144), (200, 7168, 112), (512, 4096, 128), (256, 32768, 128)):
+        cfg = pick(m, n)
+        assert (cfg.load_d, cfg.block_n, cfg.d_atoms) == (True, bn, 0), (m, n)
+        reduce_add = heuristics_wgrad.make_config("normal", n, 1, 128, bn)
+        assert cfg.stages == reduce_add.stages
+    assert pick(512, 2112, "k_grouped", 8).load_d and pick(256, 4096, "k_grouped", 4).load_d
+    for m, n in ((128, 16384), (384, 7168), (300, 4096), (768, 32768), (32768, 512), (7168, 2112)):
+        assert not pick(m, n).load_d, (m, n)
+    assert not pick(128, 4096, "k_grouped", 8).load_d and not pick(384, 7168, "k_grouped", 4).load_d
+    with pytest.raises(ValueError, match="d_atoms must be 0 or 5 with load_d"):
+        heuristics_wgrad.make_config("normal", 4096, 1, 128, 160, d_atoms=4, load_d=True)
+    assert heuristics_wgrad.make_config("normal", 4096, 1, 128, 160, load_d=True).stages == 3
 
 
 def test_wgrad_atoms_held():
