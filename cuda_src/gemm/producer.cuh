@@ -134,17 +134,11 @@ struct Producer {
                     tma_load_2d(sm.sb_rows + ring.stage * (Smem::kStageSB / 4), &tmap_sb, bar,
                                 int32_t(t.n_block * Cfg::kBlockN), int32_t(kb));
                 CG8_MARK_KB(kTraceKbIssued, kb);
-#ifdef CG8_PROBE_LOAD_D_EARLY  // probe: D loaded kStages + 2 k-blocks into the tile instead of after its last
-                if constexpr (Cfg::kLoadD)
-                    if (kb == min((kRanged ? t.kb_begin() : 0u) + Cfg::kStages + 2, kb_end - 1)) load_d(t);
-#endif
                 ring.advance();
                 after_load();
             }
         }
-#ifndef CG8_PROBE_LOAD_D_EARLY
         if constexpr (Cfg::kLoadD) load_d(t);
-#endif
         if constexpr (Cfg::kShareB) {  // the stages of the peer tile's extra passes: passed through
             for (uint32_t i = tiles.pad_kblocks(t); i != 0; --i, ring.advance()) {
                 mbar_wait(&sm.empty[ring.stage], ring.phase ^ 1);
