@@ -504,7 +504,8 @@ def wgrad_smem_bytes(block_m: int, block_n: int, stages: int, k_groups: int, swi
     """Bytes of the weight-gradient kernel's shared-memory map (cuda_src/gemm/smem.cuh): the FP32 D tile (or
     d_atoms of its atoms where nonzero, block_m rows of swizzle_d bytes; transposed, block_n rows); per stage A, B,
     A's and B's scales (B's rounded up to 128 bytes, a TMA destination's alignment) and 2 barriers; the k-grouped
-    layout's words (each group's k-blocks, a count, and (group, first, end) per group, 16-byte rounded)."""
+    layout's words (each group's k-blocks, a count, and (group, first, end) per group, 16-byte rounded); with load_d
+    (the whole D tile held) D's 3 barriers."""
     words = -(-((4 * k_groups + 1) * 4) // 16) * 16 if k_groups else 0
     sb = -(-(block_n * 4) // 128) * 128
     d = (block_n if transpose_d else block_m) * swizzle_d * d_atoms if d_atoms else block_m * block_n * 4

@@ -81,7 +81,7 @@ struct GemmConfig {
     static constexpr bool kTransposeD = kTransposeD_;
     // The weight gradient's D tile loaded into shared memory by TMA while the tile's last k-blocks run, the sums
     // added to it there and the tile stored by TMA (a producer warp issues the store), in place of a TMA
-    // reduce-add in the L2 (epilogue.cuh, add_tile_f32).
+    // reduce-add in the L2 (epilogue.cuh, add_tile_f32): faster where D has 2 to 4 m-blocks (NOTES.md v49).
     static constexpr bool kLoadD = kLoadD_;
     // CTAs of a cluster that exchange partial sums or row amax (1: none).
     static constexpr uint32_t kExchangeCtas = kSplits > 1 ? kSplits : kGroupCtas;

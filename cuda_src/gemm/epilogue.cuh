@@ -1,9 +1,8 @@
 // The epilogue: a tile's FP32 sums to bf16 (stmatrix), to e4m3 with per-row scales, or as FP32, through the
 // output tile in shared memory (TMA-swizzled atoms) and out to global memory by one TMA store per atom (FP32:
 // one TMA reduce-add per atom, D += tile, or D loaded into the tile, added to and stored), or by the math threads
-// where only some rows or columns may be written. The
-// TMA store runs on while the next tile's main loop starts; the tile's shared memory is rewritten only after
-// bulk_wait_group_read says it was read.
+// where only some rows or columns may be written. The TMA store runs on while the next tile's main loop starts;
+// the tile's shared memory is rewritten only after bulk_wait_group_read says it was read.
 #pragma once
 #include "config.cuh"
 #include "tile.cuh"

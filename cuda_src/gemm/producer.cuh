@@ -40,7 +40,8 @@ struct Producer {
     }
 
     // kLoadD: tile t's D into the output tile once the previous tile's store has read it (d_empty), landing on
-    // d_full; issued after the tile's last k-block, so it arrives while those k-blocks' MMAs run.
+    // d_full; issued after the tile's last k-block, so it arrives while those k-blocks' MMAs run (issued earlier in
+    // the tile, its bytes slowed the main loop: NOTES.md v49).
     __device__ __forceinline__ void load_d(const Tile& t) {
         constexpr uint32_t kAtomTile = Cfg::kAtomRows * Cfg::kAtomBytes;
         mbar_wait(sm.d_empty, (d_tiles & 1) ^ 1);

@@ -28,6 +28,7 @@ __device__ __forceinline__ void ld_shared_v2_f32(uint32_t addr, float& a, float&
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(a), "=f"(b) : "r"(addr));
 }
 
+// 4 bytes, ordered as ld_shared_v2_f32.
 __device__ __forceinline__ float ld_shared_b32(uint32_t addr) {
     float v;
     asm volatile("ld.shared.b32 %0, [%1];" : "=f"(v) : "r"(addr));
