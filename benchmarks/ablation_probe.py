@@ -30,10 +30,7 @@ from .tune import dense_inputs, provenance_line
 VARIANTS = {"base": (), "no-promote": ("CG8_PROBE_NO_PROMOTE",), "no-loads": ("CG8_PROBE_NO_LOADS",),
             "mma-only": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS"), "no-mma": ("CG8_PROBE_NO_MMA",),
             "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE"),
-            "no-amax-exchange": ("CG8_PROBE_NO_AMAX_EXCHANGE",),
-            "prefetch-last-d": ("CG8_PROBE_PREFETCH_LAST_D",),
-            "prefetch-last-d16": ("CG8_PROBE_PREFETCH_LAST_D", "CG8_PROBE_PREFETCH_LAST_D_16"),
-            "prefetch-last-d-start": ("CG8_PROBE_PREFETCH_LAST_D", "CG8_PROBE_PREFETCH_LAST_D_START")}
+            "no-amax-exchange": ("CG8_PROBE_NO_AMAX_EXCHANGE",)}
 _defines: tuple[str, ...] = ()
 
 

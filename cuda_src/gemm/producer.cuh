@@ -135,25 +135,6 @@ struct Producer {
                     tma_load_2d(sm.sb_rows + ring.stage * (Smem::kStageSB / 4), &tmap_sb, bar,
                                 int32_t(t.n_block * Cfg::kBlockN), int32_t(kb));
                 CG8_MARK_KB(kTraceKbIssued, kb);
-#ifdef CG8_PROBE_PREFETCH_LAST_D  // probe: the CTA's last tile's D fetched into the L2 ahead of its reduce-add
-                if constexpr (Cfg::kOutF32 && !Cfg::kLoadD && Cfg::kLayout == Layout::kNormal) {
-#if defined(CG8_PROBE_PREFETCH_LAST_D_START)
-                    constexpr uint32_t kLead = 1u << 30;
-#elif defined(CG8_PROBE_PREFETCH_LAST_D_16)
-                    constexpr uint32_t kLead = 16;
-#else
-                    constexpr uint32_t kLead = 8;
-#endif
-                    const uint32_t first = t.kb_begin();
-                    const bool last = tiles.tile_idx >= tiles.num_m_blocks * Tiles::kWalkNBlocks;
-                    if (last && kb == (kb_end - first > kLead ? kb_end - kLead : first))
-                        for (uint32_t j = 0; j < Cfg::kNumAtoms; ++j) {
-                            int32_t c0, c1;
-                            d_atom(t, j, c0, c1);
-                            tma_prefetch_l2_3d(&tmap_d, c0, c1, t.group);
-                        }
-                }
-#endif
                 ring.advance();
                 after_load();
             }

@@ -81,13 +81,6 @@ __device__ __forceinline__ void tma_reduce_add_3d(const CUtensorMap* map, const 
                  : "memory");
 }
 
-// Fetches a tile's box of global memory into the L2 (no shared memory, no completion to wait for).
-__device__ __forceinline__ void tma_prefetch_l2_3d(const CUtensorMap* map, int32_t c0, int32_t c1, int32_t c2) {
-    asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];"
-                 ::"l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2)
-                 : "memory");
-}
-
 __device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 
 // Waits until the source shared memory of the committed bulk stores, all but the kPending most recent ones,
