@@ -509,4 +509,4 @@ def wgrad_smem_bytes(block_m: int, block_n: int, stages: int, k_groups: int, swi
     words = -(-((4 * k_groups + 1) * 4) // 16) * 16 if k_groups else 0
     sb = -(-(block_n * 4) // 128) * 128
     d = (block_n if transpose_d else block_m) * swizzle_d * d_atoms if d_atoms else block_m * block_n * 4
-    return d + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + sb + 16) + words + (24 if load_d else 0)
+    return d + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + sb + 16) + words + (3 * 8 if load_d else 0)

@@ -68,9 +68,9 @@ def make_config(layout: str, n: int, num_groups: int, block_m: int, block_n: int
     if 0 < d_atoms < min(least, atoms):
         raise ValueError(f"d_atoms must be 0 (the heuristic's) or at least {min(least, atoms)}: the FP32 tile is "
                          f"held in at least 2 atoms (transposed, half of them); got {d_atoms}")
-    if load_d and d_atoms not in (0, atoms):
-        raise ValueError(f"d_atoms must be 0 or {atoms} with load_d (the whole FP32 tile is held); got {d_atoms}")
-    if load_d:
+    if load_d:  # the whole FP32 tile is held
+        if d_atoms not in (0, atoms):
+            raise ValueError(f"d_atoms must be 0 or {atoms} with load_d (the whole FP32 tile is held); got {d_atoms}")
         d_atoms = atoms
     if not d_atoms:
         d_atoms = next((a for a in range(atoms, 1, -1) if a >= least and fits(STAGE_TARGET, a)),

@@ -30,6 +30,14 @@ struct Epilogue {
         return base + atom * (Cfg::kBlockM * Cfg::kAtomBytes) + off;
     }
 
+    // Byte offset, in a transposed atom (kTransposeD: 32 of the tile's rows as D's columns, over the tile's columns as
+    // D's rows, 128-byte swizzled), of the tile's element (atom row r, column c). tile_addr with its atom stride made
+    // kAtomRows' computes it too, and measured 1-2% slower at 7168x4096 (its other arithmetic; NOTES.md v47).
+    __device__ __forceinline__ static uint32_t transposed_offset(uint32_t r, uint32_t c) {
+        const uint32_t off = c * Cfg::kAtomBytes + r * 4;
+        return off ^ (((off >> 7) & 7) << 4);
+    }
+
     // Rows whose bit is set in `zero` (bit 2w+h: unit w, row +8h of this thread) come out as zeros.
     __device__ __forceinline__ static void zero_rows(Sums& sum, uint32_t zero) {
 #pragma unroll
@@ -244,9 +252,7 @@ struct Epilogue {
         auto addr = [&](uint32_t i, uint32_t e) {
             const uint32_t col = i * 8 + 2 * (lane % 4) + e % 2, r = row + (e / 2) * 8;
             if constexpr (Cfg::kTransposeD) {  // as reduce_tile_f32_transposed lays atom r / 32 out
-                uint32_t off = col * Cfg::kAtomBytes + (r % Cfg::kAtomCols) * 4;
-                off ^= ((off >> 7) & 7) << 4;
-                return base + (r / Cfg::kAtomCols) * kAtomTile + off;
+                return base + (r / Cfg::kAtomCols) * kAtomTile + transposed_offset(r % Cfg::kAtomCols, col);
             } else {
                 return tile_addr(base + col / Cfg::kAtomCols * kAtomTile, r, col % Cfg::kAtomCols);
             }
@@ -292,11 +298,7 @@ struct Epilogue {
 #pragma unroll
                 for (uint32_t e = 0; e < 4; ++e) {  // (row + 8 (e / 2), column i * 8 + 2 (lane % 4) + e % 2)
                     const uint32_t r = row % Cfg::kAtomCols + (e / 2) * 8, c = i * 8 + 2 * (lane % 4) + e % 2;
-                    // tile_addr(atom_base, c, r) with its atom stride made kAtomRows' computes this address too,
-                    // and measured 1-2% slower at 7168x4096 (its other arithmetic; NOTES.md v47): written out here.
-                    uint32_t off = c * Cfg::kAtomBytes + r * 4;
-                    off ^= ((off >> 7) & 7) << 4;
-                    st_shared_u32(atom_base + off, __float_as_uint(sum[0][i * 4 + e]));
+                    st_shared_u32(atom_base + transposed_offset(r, c), __float_as_uint(sum[0][i * 4 + e]));
                 }
         };
         auto reduce_atoms = [&](uint32_t first, uint32_t end) {  // one bulk group per atom
