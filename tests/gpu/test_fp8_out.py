@@ -136,6 +136,75 @@ def test_group_shared_fp8_out(bm, bn, m, n, k, scale_format):
     check_config(cfg, m, scale_format, seed=bm + bn + m)
 
 
+@pytest.mark.parametrize("scale_format", FORMATS)
+@pytest.mark.parametrize("bm,bn,split,m,n,k", [(128, 32, 2, 128, 2112, 7168), (64, 32, 1, 64, 4096, 1040),
+                                               (128, 64, 2, 100, 4096, 2048), (64, 64, 1, 3, 208, 512),
+                                               (128, 32, 2, 129, 96, 1808), (64, 32, 2, 1, 2112, 7168),
+                                               (64, 64, 4, 33, 1000 - 8, 3008)])
+def test_global_group_fp8_out(bm, bn, split, m, n, k, scale_format):
+    """e4m3 output in tiles narrower than a scale group whose CTAs (each tile's split CTAs too) share each row's
+    amax through global memory: groups of fewer tiles at N's end, partial tiles and k-blocks, splits whose column
+    chunks are one 16-byte unit; bitwise the same on a repeat."""
+    fmt = "float8_e4m3" if scale_format == "float32" else "float8_e4m3_ue8m0"
+    cfg = heuristics.make_config("normal", n, k, 1, bm, bn, split_k=split, stream_b=True, out_format=fmt,
+                                 global_group=128 // bn)
+    check_config(cfg, m, scale_format, seed=bm + bn + split + m)
+
+
+def test_global_groups_share_a_workspace_and_a_graph():
+    """Two global-group configurations in turn on one stream's workspace, then one captured in a CUDA graph and
+    replayed: each launch's tags are its own (no amax of an earlier launch is taken), bitwise as launched alone."""
+    stream = cupy.cuda.Stream(non_blocking=True)
+    runs = []
+    for bm, bn, split, m, n, k in [(128, 32, 2, 128, 2112, 7168), (64, 64, 1, 64, 4096, 1040)]:
+        cfg = heuristics.make_config("normal", n, k, 1, bm, bn, split_k=split, stream_b=True, out_format="float8_e4m3",
+                                     global_group=128 // bn)
+        _, _, a, sa, b, sb = make_dense(m, n, k, seed=m + n)
+        sa = cugemm8.get_col_major_tma_aligned_tensor(sa)
+        q, s = cupy.zeros((m, n), dtype=cupy.uint8), cugemm8.empty_scale((m, -(-n // 128)))
+        run = fp8_gemm.bind(cfg, a, sa, b, sb, q, out_scale=s)
+        run()
+        cupy.cuda.Device().synchronize()
+        check_fp8(q, s, reference_product(a, sa, b, sb), "float32")
+        runs.append((run, q, s, q.copy(), s.copy()))
+    for _ in range(3):
+        for run, q, s, q0, s0 in runs:
+            q[...] = 0
+            s[...] = 0
+            cupy.cuda.Device().synchronize()
+            with stream:
+                run()
+            stream.synchronize()
+            assert bool((q == q0).all()) and bool((s.view(cupy.uint32) == s0.view(cupy.uint32)).all())
+    run, q, s, q0, s0 = runs[0]
+    with stream:
+        stream.begin_capture()
+        try:
+            run()
+        finally:
+            graph = stream.end_capture()
+    other, q1, s1, q1_0, s1_0 = runs[1]
+    for _ in range(3):
+        q[...] = 0
+        q1[...] = 0
+        cupy.cuda.Device().synchronize()
+        graph.launch(stream)
+        other(stream_ptr=stream.ptr)  # the other configuration between replays, on the same stream and workspace
+        stream.synchronize()
+        assert bool((q == q0).all()) and bool((s.view(cupy.uint32) == s0.view(cupy.uint32)).all())
+        assert bool((q1 == q1_0).all()) and bool((s1.view(cupy.uint32) == s1_0.view(cupy.uint32)).all())
+
+
+def test_global_group_needs_every_cta_resident():
+    """A global group's CTAs wait for each other: a grid without a CTA for every tile is refused before launch."""
+    cfg = heuristics.make_config("normal", 4096, 1040, 1, 64, 32, stream_b=True, out_format="float8_e4m3",
+                                 global_group=4)
+    _, _, a, sa, b, sb = make_dense(64, 4096, 1040, seed=5)
+    q, s = cupy.zeros((64, 4096), dtype=cupy.uint8), cugemm8.empty_scale((64, 32))
+    with pytest.raises(ValueError, match="needs a CTA for each of its 128 tiles"):
+        fp8_gemm.bind(cfg, a, cugemm8.get_col_major_tma_aligned_tensor(sa), b, sb, q, out_scale=s, grid=64)
+
+
 def test_zero_rows_give_the_floor_scale():
     m, n, k = 70, 256, 256
     _, _, a, sa, b, sb = make_dense(m, n, k, seed=5)
