@@ -30,8 +30,7 @@ from .tune import dense_inputs, provenance_line
 VARIANTS = {"base": (), "no-promote": ("CG8_PROBE_NO_PROMOTE",), "no-loads": ("CG8_PROBE_NO_LOADS",),
             "mma-only": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS"), "no-mma": ("CG8_PROBE_NO_MMA",),
             "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE"),
-            "no-amax-exchange": ("CG8_PROBE_NO_AMAX_EXCHANGE",), "meet-no-read": ("CG8_PROBE_MEET_NO_READ",),
-            "meet-one-try": ("CG8_PROBE_MEET_ONE_TRY",)}
+            "no-amax-exchange": ("CG8_PROBE_NO_AMAX_EXCHANGE",)}
 _defines: tuple[str, ...] = ()
 
 

@@ -66,9 +66,6 @@ struct GroupMeet {
         // The quad's lanes read the members q, q + 4, ... of this thread's rows, all words at once and again until
         // every tag is this launch's (the words' loads in flight together: one L2 round trip a try), then take the
         // quad's max.
-#ifdef CG8_PROBE_MEET_NO_READ  // probe: the stores only (timing only)
-        return;
-#endif
         constexpr uint32_t kPerLane = (kMembers + 3) / 4;
         float got[kPerLane][Cfg::kUnitsPerWG][2];
         bool ready;
@@ -88,9 +85,6 @@ struct GroupMeet {
                         got[i][w][h] = __uint_as_float(uint32_t(v));
                     }
             }
-#ifdef CG8_PROBE_MEET_ONE_TRY  // probe: one round of loads, whatever the tags (timing only)
-            ready = true;
-#endif
         } while (!ready);
 #pragma unroll
         for (uint32_t i = 0; i < kPerLane; ++i)
