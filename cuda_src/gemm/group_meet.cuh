@@ -8,7 +8,7 @@
 // (a cooperative launch: cugemm8/fp8_gemm.py). No memory fence: each amax is stored beside a tag in one 8-byte
 // word (written and read whole), and a reader takes a word only once its tag is this launch's. The tag is the
 // workspace's epoch + 1. Each CTA reads the epoch when its tile starts (after grid_dependency_wait: the launch
-// before on the stream has finished), every CTA adds 1 to the arrivals once its tile is stored, and the last of
+// before on the stream has finished), every CTA adds 1 to the arrivals once it has published, and the last of
 // the launch's CTAs resets the arrivals and moves the epoch on for the next launch. Tags of older launches, of
 // any configuration, are never this launch's, so the workspace is shared by every configuration on a stream
 // (cugemm8/workspace.py keeps one per device and stream, zeroed when it is made).
@@ -40,11 +40,11 @@ struct GroupMeet {
     }
 
     // `amax` holds, per unit and row half, this thread's row's amax over this CTA's columns (shared by the quad);
-    // it comes back as the amax over the group's columns. Called by every math thread; `rank`: the split rank (0
-    // unsplit).
+    // it comes back as the amax over the group's columns. Called by every math thread of the launch's
+    // `ctas` working CTAs (tiles x splits); `rank`: the split rank (0 unsplit).
     template <class Loop>
     __device__ __forceinline__ static void meet(Loop& loop, RowValues& amax, uint8_t* __restrict__ ws, uint32_t epoch,
-                                                uint32_t m_block, uint32_t n_block, uint32_t rank) {
+                                                uint32_t ctas, uint32_t m_block, uint32_t n_block, uint32_t rank) {
 #ifdef CG8_PROBE_NO_AMAX_EXCHANGE  // benchmarks.ablation_probe only: each CTA keeps its own amax (wrong scales)
         return;
 #endif
@@ -63,35 +63,27 @@ struct GroupMeet {
                     st_global_u64(parts + member * Cfg::kBlockM + row0 + Cfg::unit_row(w) + h * 8,
                                   (uint64_t(tag) << 32) | __float_as_uint(amax[w][h]));
         }
-        // The quad's lanes read the members q, q + 4, ... of this thread's rows, all words at once and again until
-        // every tag is this launch's (the words' loads in flight together: one L2 round trip a try), then take the
-        // quad's max.
-        constexpr uint32_t kPerLane = (kMembers + 3) / 4;
-        float got[kPerLane][Cfg::kUnitsPerWG][2];
-        bool ready;
-        do {
-            ready = true;
-#pragma unroll
-            for (uint32_t i = 0; i < kPerLane; ++i) {
-                const uint32_t j = loop.lane % 4 + 4 * i;
-#pragma unroll
-                for (uint32_t w = 0; w < Cfg::kUnitsPerWG; ++w)
-#pragma unroll
-                    for (uint32_t h = 0; h < 2; ++h) {
-                        const uint64_t v = j < members
-                            ? ld_relaxed_gpu_u64(parts + j * Cfg::kBlockM + row0 + Cfg::unit_row(w) + h * 8)
-                            : uint64_t(tag) << 32;  // (no such member: 0)
-                        ready = ready && uint32_t(v >> 32) == tag;
-                        got[i][w][h] = __uint_as_float(uint32_t(v));
-                    }
+        if (threadIdx.x == 0) {  // (after its own tagged stores, which used the epoch it read: in order)
+            uint32_t* words = reinterpret_cast<uint32_t*>(ws);
+            if (atom_add_relaxed_gpu_u32(words, 1) == ctas - 1) {
+                st_relaxed_gpu_u32(words, 0);
+                st_relaxed_gpu_u32(words + 1, tag);
             }
-        } while (!ready);
-#pragma unroll
-        for (uint32_t i = 0; i < kPerLane; ++i)
+        }
+        // The quad's lanes read the members q, q + 4, ... of this thread's rows, then take the quad's max.
+        for (uint32_t j = loop.lane % 4; j < members; j += 4) {
 #pragma unroll
             for (uint32_t w = 0; w < Cfg::kUnitsPerWG; ++w)
 #pragma unroll
-                for (uint32_t h = 0; h < 2; ++h) amax[w][h] = fmaxf(amax[w][h], got[i][w][h]);
+                for (uint32_t h = 0; h < 2; ++h) {
+                    const uint64_t* word = parts + j * Cfg::kBlockM + row0 + Cfg::unit_row(w) + h * 8;
+                    uint64_t v;
+                    do {
+                        v = ld_relaxed_gpu_u64(word);
+                    } while (uint32_t(v >> 32) != tag);
+                    amax[w][h] = fmaxf(amax[w][h], __uint_as_float(uint32_t(v)));
+                }
+        }
 #pragma unroll
         for (uint32_t w = 0; w < Cfg::kUnitsPerWG; ++w)
 #pragma unroll
@@ -99,17 +91,6 @@ struct GroupMeet {
                 amax[w][h] = fmaxf(amax[w][h], __shfl_xor_sync(~0u, amax[w][h], 1));
                 amax[w][h] = fmaxf(amax[w][h], __shfl_xor_sync(~0u, amax[w][h], 2));
             }
-    }
-
-    // The CTA's arrival, once its tile is stored (off the meeting's path): by one thread, after every math thread's
-    // epoch load has been performed (they were before the staging barrier). The last of the launch's `ctas` working
-    // CTAs (tiles x splits) resets the arrivals and moves the epoch on.
-    __device__ __forceinline__ static void arrive(uint8_t* __restrict__ ws, uint32_t epoch, uint32_t ctas) {
-        uint32_t* words = reinterpret_cast<uint32_t*>(ws);
-        if (atom_add_relaxed_gpu_u32(words, 1) == ctas - 1) {
-            st_relaxed_gpu_u32(words, 0);
-            st_relaxed_gpu_u32(words + 1, epoch + 1);
-        }
     }
 };
 

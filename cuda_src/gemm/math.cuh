@@ -163,7 +163,8 @@ struct MathWarpgroups {
                         Out::template rows_amax<Cfg::chunk_first(chunk.value), Cfg::chunk_frags(chunk.value)>(loop.sum, amax);
                 });
                 if constexpr (kGlobalGroup)
-                    Meet::meet(loop, amax, workspace, epoch, t.m_block, t.n_block, t.split - 1);
+                    Meet::meet(loop, amax, workspace, epoch, tiles.num_m_blocks * Cfg::kNumNBlocks * Cfg::kSplits,
+                               t.m_block, t.n_block, t.split - 1);
                 else
                     Split::exchange_amax(loop, amax, sm.split_ready, sm.amax_inbox, sm.split_amax, t.split - 1,
                                          split_phase);
@@ -178,13 +179,11 @@ struct MathWarpgroups {
             CG8_MARK(kTraceExchanged);
         } else if constexpr (kGlobalGroup) {
             Out::template rows_amax<0, Cfg::kBlockN / 8>(loop.sum, amax);
-            Meet::meet(loop, amax, workspace, epoch, t.m_block, t.n_block, 0u);
+            Meet::meet(loop, amax, workspace, epoch, tiles.num_m_blocks * Cfg::kNumNBlocks, t.m_block, t.n_block, 0u);
             CG8_MARK(kTraceExchanged);
         }
         if (!kWhole && t.passes == 0) fetch_next();
         epilogue<kSplitTile>(loop, t, n0, amax, tile_phase);
-        if constexpr (kGlobalGroup)
-            if (threadIdx.x == 0) Meet::arrive(workspace, epoch, tiles.num_m_blocks * Cfg::kNumNBlocks * Cfg::kSplits);
         if constexpr (Cfg::kScalesByWarp || Cfg::kLoadD) tile_phase ^= 1;
     }
 
