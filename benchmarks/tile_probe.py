@@ -20,14 +20,14 @@ from .protocol import Timer
 from .tune import compile_all, dense_inputs, provenance_line
 
 
-TILE = re.compile(r"(\d+)x(\d+)(h)?(?:s(\d+))?(?:k(\d))?(g)?(?:r(\d+))?(c2)?(n)?")
+TILE = re.compile(r"(\d+)x(\d+)(h)?(?:s(\d+))?(?:k(\d))?(?:r(\d+))?(c2)?(n)?")
 PICK = re.compile(r"pick(?:r(\d+))?")
 
 
 def tile_config(tile: str, n: int, k: int, out_dtype: str, m: int | None = None):
     """The configuration `tile` names ("BMxBN", "BMxBNsS" with S stages; "128x256h": column halves; "kS": K split over a cluster of S CTAs, B
-    loaded evict-first, as decode picks are, unless a trailing "n" keeps B's default L2 policy; "g": e4m3 output
-    of a tile narrower than 128 whose scale group meets in global memory; "rN": bands of N n-blocks; a trailing "c2": CTA pairs sharing A by multicast; "pick[rN]": the heuristic's at M) for the normal
+    loaded evict-first, as decode picks are, unless a trailing "n" keeps B's default L2 policy; "rN": bands of N
+    n-blocks; a trailing "c2": CTA pairs sharing A by multicast; "pick[rN]": the heuristic's at M) for the normal
     layout at N, K."""
     from cugemm8 import heuristics
 
@@ -37,21 +37,18 @@ def tile_config(tile: str, n: int, k: int, out_dtype: str, m: int | None = None)
         return with_band(heuristics.choose("normal", m, n, k, 1, 132, out_dtype).config, match[1])
     match = TILE.fullmatch(tile)
     if match is None:
-        raise SystemExit(f"tile {tile!r}: expected BMxBN[h][sSTAGES][kSPLIT][g][rRASTER][c2][n] or pick[rRASTER], e.g. "
+        raise SystemExit(f"tile {tile!r}: expected BMxBN[h][sSTAGES][kSPLIT][rRASTER][c2][n] or pick[rRASTER], e.g. "
                          "256x128, 128x256h, 128x128s4c2, 128x128k2, 64x128k2n or pickr16")
-    bm, bn, halves, stages, split, global_group, raster, pairs, plain_b = (
-        int(match[1]), int(match[2]), match[3], match[4], match[5], match[6], match[7], match[8], match[9])
+    bm, bn, halves, stages, split, raster, pairs, plain_b = (int(match[1]), int(match[2]), match[3], match[4],
+                                                             match[5], match[6], match[7], match[8])
     fp8 = out_dtype != "bfloat16"
-    group = 128 // bn if global_group else 1
-    if global_group and not (fp8 and heuristics.can_global_group(bn, group, int(split or 1))):
-        raise SystemExit(f"{tile}: a global group needs e4m3 output and a tile 32 or 64 wide split at most bn/16 ways")
-    if fp8 and not global_group and (not heuristics.fp8_out_ok(bn) or (split and bn != 128)):  # config.cuh's rule
+    if fp8 and (not heuristics.fp8_out_ok(bn) or (split and bn != 128)):  # config.cuh's e4m3 rule, before the JIT
         raise SystemExit(f"{tile}: e4m3 output needs a tile a multiple of 128 wide (128 when split), got {bm}x{bn}")
     if split and (pairs or not heuristics.can_split_k(bn, k, int(split), out_fp8=fp8)):
         raise SystemExit(f"{tile}: {bm}x{bn} cannot split K={k} {split} ways" + (" with pairs" if pairs else ""))
     cfg = heuristics.make_config("normal", n, k, 1, bm, bn, cluster=2 if pairs else 1, out_format=out_dtype,
-                                 col_halves=2 if halves else None, global_group=group,
-                                 split_k=int(split or 1), stream_b=bool(split or global_group) and not plain_b)
+                                 col_halves=2 if halves else None,
+                                 **({"split_k": int(split), "stream_b": not plain_b} if split else {}))
     return with_band(with_stages(cfg, int(stages or 0), tile, k), raster)
 
 
@@ -123,7 +120,7 @@ def main(argv=None) -> int:
                 poison_bf16(cupy, out)
                 run = fp8_gemm.bind(cfg, a, sa, b, sb, out, grid=grid)
             pairs = " pairs" if cfg.cluster > 1 else ""
-            split = (f" split {cfg.split_k}" if cfg.split_k > 1 else "") + (" global" if cfg.global_group > 1 else "")
+            split = f" split {cfg.split_k}" if cfg.split_k > 1 else ""
             policy = " B evict-first" if cfg.stream_b else ""
             raster = f" r{cfg.raster_group}" if cfg.raster_group != heuristics.RASTER_GROUP else ""
             name = f"{args.out_dtype} {cfg.block_m}x{cfg.block_n} s{cfg.stages}{split}{raster}{pairs}{policy} grid {grid}"

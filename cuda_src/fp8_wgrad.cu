@@ -16,5 +16,5 @@ cugemm8_fp8_wgrad(const __grid_constant__ CUtensorMap tmap_a, const __grid_const
                   unsigned int k) {
     static_assert(cg8::Config::kRowScalesB, "fp8_wgrad.cu serves the weight-gradient configurations");
     cg8::fp8_gemm<cg8::Config>(tmap_a, tmap_b, tmap_sa, tmap_d, nullptr, k_sizes, nullptr, 0u, m, nullptr, 0u, tmap_sb, k,
-                              tmap_a_tail, tmap_sa_tail, nullptr);
+                              tmap_a_tail, tmap_sa_tail);
 }

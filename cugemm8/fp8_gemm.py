@@ -18,9 +18,9 @@ import warnings
 import cupy
 
 from . import ffma as _ffma
-from . import jit, runtime, workspace
+from . import jit, runtime
 from .ffma import FfmaSettings, FfmaSpec, ffma_settings
-from .heuristics import BLOCK_K, CONTIGUOUS_M_ALIGNMENT, KernelConfig, ceil_div, grid_for
+from .heuristics import BLOCK_K, CONTIGUOUS_M_ALIGNMENT, KernelConfig, grid_for
 from .layout import get_tma_aligned_size
 
 KERNEL_NAME = "cugemm8_fp8_gemm"
@@ -56,15 +56,12 @@ def config_type(cfg: KernelConfig) -> str:
             params.append("true")
     elif cfg.out_fp8 or cfg.share_b or cfg.col_halves > 1:  # the defaults are left out, so older sources (and
         params.append(_OUT_FORMATS[cfg.out_format])           # cache keys) read as before
-        later = cfg.global_group > 1  # a parameter after the ones below is set (they are at their defaults then)
-        if cfg.group_ctas > 1 or cfg.share_b or cfg.col_halves > 1 or later:
+        if cfg.group_ctas > 1 or cfg.share_b or cfg.col_halves > 1:  # (the parameters before them at their defaults)
             params += ["cg8::ScaleB::kBlock", 0, cfg.group_ctas]
-        if cfg.share_b or cfg.col_halves > 1 or later:
+        if cfg.share_b or cfg.col_halves > 1:
             params.append("true" if cfg.share_b else "false")
-        if cfg.col_halves > 1 or later:
+        if cfg.col_halves > 1:
             params.append(cfg.col_halves)
-        if later:  # transpose_d and load_d (the weight gradient's), then the global group
-            params += ["false", "false", cfg.global_group]
     return f"cg8::GemmConfig<{', '.join(map(str, params))}>"
 
 
@@ -135,8 +132,6 @@ def cfg_str(cfg: KernelConfig) -> str:
     return (f"{cfg.layout} N={cfg.n} K={cfg.k} G={cfg.num_groups} block {cfg.block_m}x{cfg.block_n}, "
             f"{cfg.stages} stages" + (f", {cfg.out_format} out" if cfg.out_fp8 else "")
             + (f", {cfg.group_ctas} CTAs a scale group" if cfg.group_ctas > 1 else "")
-            + (f", split {cfg.split_k}" if cfg.split_k > 1 else "")
-            + (f", {cfg.global_group} tiles a scale group in global memory" if cfg.global_group > 1 else "")
             + (", pairs sharing B" if cfg.share_b else ", pairs sharing A" if cfg.cluster > 1 else "")
             + (", column halves" if cfg.col_halves > 1 else ""))
 
@@ -230,11 +225,6 @@ class GemmLauncher:
     def __init__(self, kern: LoadedKernel, grid: int, rows: int, a_ld: int, b_ld: int, sa_ld: int, d_ld: int,
                  ptrs: tuple[int, int, int, int]):
         self._bind(kern, grid, tensor_maps(kern.config, rows, a_ld, b_ld, sa_ld, d_ld, ptrs), (*ptrs, ptrs[0], ptrs[2]))
-        cfg = kern.config
-        ctas = ceil_div(rows, cfg.block_m) * ceil_div(cfg.n, cfg.block_n) * cfg.split_k
-        if cfg.global_group > 1 and self.grid < ctas:  # its CTAs wait for each other: one tile each, all resident
-            raise ValueError(f"{cfg_str(cfg)} at M={rows} needs a CTA for each of its {ctas} tiles and splits, "
-                             f"all resident at once; the grid is {self.grid}")
         self._pack_arguments(ptrs[3], d_ld, rows)
 
     def _bind(self, kern: LoadedKernel, grid: int, maps: tuple, ptrs: tuple) -> None:
@@ -256,19 +246,14 @@ class GemmLauncher:
         fns = runtime.libcuda_functions()
         self._cu_launch, self._cu_replace = fns["cuLaunchKernel"], fns["cuTensorMapReplaceAddress"]
         self._cu_launch_ex = fns["cuLaunchKernelEx"]
-        # cuLaunchKernelEx's configurations, without and with PDL: a global group's CTAs wait for each other, so
-        # its launch is cooperative (resident at once, or refused); other kernels take cuLaunchKernel without PDL.
-        self._cooperative = cfg.global_group > 1
-        self._ex_configs = [runtime.pdl_launch_config(self.grid, self._threads, self._smem, pdl, self._cooperative)
-                            for pdl in (False, True)]
-        self._ex_config_ptrs = [ctypes.pointer(c) for c in self._ex_configs]
+        self._pdl_config = runtime.pdl_launch_config(self.grid, self._threads, self._smem)
+        self._pdl_config_ptr = ctypes.pointer(self._pdl_config)
 
     def _pack_arguments(self, d_ptr: int, d_ld: int, rows: int) -> None:
         """The kernel's parameters, in order: tmap_a, tmap_b, tmap_sa, tmap_d, tmap_a_tail, tmap_sa_tail (by
         address), then the B-scale pointer, the layout pointer (m_indices or masked_m; 0 for dense), the D pointer,
-        D's leading dimension (u32), M (u32), for e4m3 output its scales' pointer and leading dimension
-        (u32: rows rounded up to 4, as A's scales; unused for bf16), and a global group's workspace (0 elsewhere).
-        launch() rewrites the five pointers."""
+        D's leading dimension (u32), M (u32), and for e4m3 output its scales' pointer and leading dimension
+        (u32: rows rounded up to 4, as A's scales; unused for bf16). launch() rewrites the four pointers."""
         self._sb = ctypes.c_uint64(0)
         self._layout = ctypes.c_uint64(0)
         self._d = ctypes.c_uint64(d_ptr)
@@ -276,13 +261,11 @@ class GemmLauncher:
         self._m = ctypes.c_uint32(rows)
         self._d_scale = ctypes.c_uint64(0)
         self._ld_scale = ctypes.c_uint32(get_tma_aligned_size(rows, 4))
-        self._workspace = ctypes.c_uint64(0)
-        self._workspace_bytes = workspace.workspace_bytes(self.kernel.config, rows)
-        self._argv = (ctypes.c_void_p * 14)(
+        self._argv = (ctypes.c_void_p * 13)(
             *self._map_addrs,
             ctypes.addressof(self._sb), ctypes.addressof(self._layout), ctypes.addressof(self._d),
             ctypes.addressof(self._ldd), ctypes.addressof(self._m), ctypes.addressof(self._d_scale),
-            ctypes.addressof(self._ld_scale), ctypes.addressof(self._workspace))
+            ctypes.addressof(self._ld_scale))
         self._argv_addr = ctypes.addressof(self._argv)
 
     def launch(self, a_ptr: int, b_ptr: int, sa_ptr: int, d_ptr: int, sb_ptr: int, layout_ptr: int,
@@ -292,8 +275,6 @@ class GemmLauncher:
             self._layout.value = layout_ptr
             self._d.value = d_ptr
             self._d_scale.value = d_scale_ptr
-            if self._workspace_bytes:
-                self._workspace.value = workspace.get(self.kernel.device, stream_ptr, self._workspace_bytes)
             self._swap_and_launch((a_ptr, b_ptr, sa_ptr, d_ptr, a_ptr, sa_ptr), stream_ptr)
 
     def _swap_and_launch(self, map_ptrs: tuple, stream_ptr: int) -> None:
@@ -310,9 +291,9 @@ class GemmLauncher:
         runtime.launch_checked(self._launch, stream_ptr, self.kernel.device, self._label)
 
     def _launch(self, stream_ptr: int, pdl: bool) -> int:
-        if pdl or self._cooperative:  # programmatic dependent launch (runtime.set_pdl), cooperative: attributes
-            self._ex_configs[pdl].stream = stream_ptr
-            return self._cu_launch_ex(self._ex_config_ptrs[pdl], self._function, self._argv_addr, None)
+        if pdl:  # programmatic dependent launch (runtime.set_pdl): the attribute needs cuLaunchKernelEx
+            self._pdl_config.stream = stream_ptr
+            return self._cu_launch_ex(self._pdl_config_ptr, self._function, self._argv_addr, None)
         return self._cu_launch(self._function, self.grid, 1, 1, self._threads, 1, 1, self._smem, stream_ptr,
                                self._argv_addr, None)
 

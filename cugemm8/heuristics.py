@@ -95,9 +95,6 @@ class KernelConfig:
                                # kernel's M) and n is D's rows; each tile is stored transposed (heuristics_wgrad)
     load_d: bool = False  # the weight gradient: each tile's D loaded into shared memory, added to there and stored,
                           # in place of a TMA reduce-add (its whole FP32 tile held: d_atoms 0)
-    global_group: int = 1  # e4m3 output, normal layout: block_n-wide tiles (each over split_k CTAs) whose 128-column
-                           # scale group shares each row's amax through global memory (block_n * global_group == 128;
-                           # one tile a CTA, the whole grid resident: a cooperative launch)
 
     @property
     def out_fp8(self) -> bool:
@@ -119,8 +116,7 @@ class KernelConfig:
                                     self.d_atoms, self.transpose_d, self.load_d)
         return smem_bytes(self.block_m, self.block_n, self.stages, self.k, self.masked_groups, self.tail_split,
                           self.record_slots, self.split_k, self.out_fp8, self.group_ctas, self.share_b,
-                          scales_by_warp(self.layout, self.block_m, self.num_math_wg, self.out_fp8, self.k),
-                          self.global_group)
+                          scales_by_warp(self.layout, self.block_m, self.num_math_wg, self.out_fp8, self.k))
 
     @property
     def cluster_dims(self) -> int:
@@ -169,15 +165,15 @@ def ceil_div(a: int, b: int) -> int:
 
 def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: int = 0,
                tail_split: bool = False, record_slots: int = 0, split_k: int = 1, out_fp8: bool = False,
-               group_ctas: int = 1, share_b: bool = False, by_warp: bool = False, global_group: int = 1) -> int:
+               group_ctas: int = 1, share_b: bool = False, by_warp: bool = False) -> int:
     """Bytes of the kernel's shared-memory map (cuda_src/gemm/smem.cuh; every rendered kernel asserts the
     two agree): the D tile, or a split tile's inbox where larger; per stage A, B and A's scales; the
     tile's B scales (every k-block, one or two scale rows, 16-byte rounded); the masked layout's rows and
     running tile totals per group, or the contiguous layout's ring of tile records (16-byte rounded; pairs
     sharing B add the peer tile's pass count);
     2 barriers a stage, 2 more for split tiles (or CTAs sharing a scale group), 2 per record slot; with
-    e4m3 output those add their peers' row amax and its barrier (not in a global group, whose amax meet in global
-    memory); with `by_warp` (scales_by_warp) 2 barriers for the B scales."""
+    e4m3 output those add their peers' row amax and its barrier; with `by_warp` (scales_by_warp) 2 barriers for
+    the B scales."""
     splits = 2 if tail_split else split_k
     peers = splits if splits > 1 else group_ctas   # CTAs of a cluster that exchange (kExchangeCtas)
     inbox = (splits - 1) * block_m * max_chunk_cols(block_n, splits, out_fp8) * 4
@@ -186,7 +182,7 @@ def smem_bytes(block_m: int, block_n: int, stages: int, k: int, masked_groups: i
     rows = -(-(masked_groups * 8) // 16) * 16
     if record_slots:  # records of one id per 64-row slab and one bit per row, and their barriers
         rows = -(-(record_slots * (block_m // 64 + block_m // 32 + share_b) * 4) // 16) * 16 + record_slots * 16
-    amax = (peers - 1) * block_m * 4 + 8 if out_fp8 and peers > 1 and global_group == 1 else 0
+    amax = (peers - 1) * block_m * 4 + 8 if out_fp8 and peers > 1 else 0
     return (max(block_m * block_n * 2, inbox) + stages * (block_m * BLOCK_K + block_n * BLOCK_K + block_m * 4 + 16)
             + sb + rows + (16 if peers > 1 else 0) + amax + (16 if by_warp else 0))
 
@@ -236,11 +232,11 @@ def block_n_candidates(block_m: int) -> list[int]:
 
 def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0, tail_split: bool = False,
             record_slots: int = 0, split_k: int = 1, out_fp8: bool = False, group_ctas: int = 1,
-            share_b: bool = False, by_warp: bool = False, global_group: int = 1) -> int:
+            share_b: bool = False, by_warp: bool = False) -> int:
     limit = min(MAX_STAGES, max(1, ceil_div(ceil_div(k, BLOCK_K), split_k)))  # a CTA's k-blocks fill the ring
     for s in range(limit, 0, -1):
         if smem_bytes(block_m, block_n, s, k, masked_groups, tail_split, record_slots, split_k,
-                      out_fp8, group_ctas, share_b, by_warp, global_group) <= SMEM_CAPACITY:
+                      out_fp8, group_ctas, share_b, by_warp) <= SMEM_CAPACITY:
             return s
     return 0
 
@@ -248,27 +244,19 @@ def _stages(block_m: int, block_n: int, k: int, masked_groups: int = 0, tail_spl
 def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, block_n: int,
                 cluster: int = 1, tail_split: bool | None = None, split_k: int = 1,
                 stream_b: bool = False, out_format: str = "bfloat16", group_ctas: int = 1,
-                share_b: bool = False, col_halves: int | None = None, global_group: int = 1) -> KernelConfig:
+                share_b: bool = False, col_halves: int | None = None) -> KernelConfig:
     """The configuration of one tile shape as the heuristic builds it (most stages that fit, one math
     warpgroup per 64-row tile, the widest output swizzle, the masked split where it pays, unless
     `tail_split` says otherwise; never with e4m3 output): for the heuristic itself, and for sweeps and
     tools that name a tile. `group_ctas` > 1 (e4m3 output, normal layout, unsplit): that many CTAs of a
     cluster hold a 128-column scale group's tiles (can_share_group). `share_b` (contiguous, cluster=2): the pair
-    shares B (can_share_b). A 128x256 tile is computed in column halves (`col_halves` 2: can_halve). `global_group`
-    > 1 (e4m3 output, normal layout): that many tiles make up a scale group meeting in global memory
-    (can_global_group)."""
+    shares B (can_share_b). A 128x256 tile is computed in column halves (`col_halves` 2: can_halve)."""
     fp8 = out_format != "bfloat16"  # e4m3 output: swizzle of its 1-byte rows
     if group_ctas != 1 and not (fp8 and layout == "normal" and can_share_group(block_n, group_ctas)
                                 and split_k == 1 and cluster == 1):
         raise ValueError(f"group_ctas={group_ctas} needs e4m3 output, the normal layout, no split or multicast and "
                          f"block_n * group_ctas == 128 (group_ctas 2 or 4); got {out_format}, {layout}, "
                          f"split_k={split_k}, cluster={cluster}, block_n={block_n}")
-    if global_group != 1 and not (fp8 and layout == "normal" and can_global_group(block_n, global_group, split_k)
-                                  and group_ctas == 1 and cluster == 1):
-        raise ValueError(f"global_group={global_group} needs e4m3 output, the normal layout, no cluster group or "
-                         f"multicast, block_n * global_group == 128 (global_group 2 or 4) and at most block_n / 16 "
-                         f"splits; got {out_format}, {layout}, block_n={block_n}, split_k={split_k}, "
-                         f"group_ctas={group_ctas}, cluster={cluster}")
     if share_b and not (cluster == 2 and can_share_b(layout, block_m, block_n)):
         raise ValueError(f"share_b needs cluster=2, the contiguous layout, block_m=128 and block_n a multiple of 16; "
                          f"got cluster={cluster}, {layout}, block_m={block_m}, block_n={block_n}")
@@ -284,12 +272,12 @@ def make_config(layout: str, n: int, k: int, num_groups: int, block_m: int, bloc
     num_math_wg = 1 if block_m == 64 else 2
     stages = _stages(block_m, block_n, k, num_groups if layout == "masked" else 0, tail_split,
                      record_slots_for(layout), split_k, fp8, group_ctas, share_b,
-                     scales_by_warp(layout, block_m, num_math_wg, fp8, k), global_group)
+                     scales_by_warp(layout, block_m, num_math_wg, fp8, k))
     return KernelConfig(layout=layout, n=n, k=k, num_groups=num_groups, block_m=block_m, block_n=block_n,
                         stages=stages, num_math_wg=num_math_wg,
                         swizzle_d=swizzle_for(block_n, 1 if fp8 else 2), cluster=cluster, tail_split=tail_split,
                         split_k=split_k, stream_b=stream_b, out_format=out_format, group_ctas=group_ctas,
-                        share_b=share_b, col_halves=col_halves, global_group=global_group)
+                        share_b=share_b, col_halves=col_halves)
 
 
 def can_halve(layout: str, block_m: int, block_n: int, out_format: str) -> bool:
@@ -310,12 +298,6 @@ def can_share_group(block_n: int, group_ctas: int) -> bool:
     """What CTAs sharing an e4m3 scale group need (cuda_src/gemm/config.cuh, kGroupCtas): 2 or 4 of them,
     whose tiles make up the group's 128 columns."""
     return group_ctas in (2, 4) and block_n * group_ctas == 128
-
-
-def can_global_group(block_n: int, global_group: int, split_k: int = 1) -> bool:
-    """What a global group needs (cuda_src/gemm/config.cuh, kGlobalGroup): 2 or 4 tiles making up the 128-column
-    scale group (32 or 64 wide: one swizzled e4m3 atom a row), split over at most one CTA per 16-byte output unit."""
-    return global_group in (2, 4) and block_n * global_group == 128 and split_k <= block_n // chunk_unit_cols(True)
 
 
 def chunk_unit_cols(out_fp8: bool) -> int:

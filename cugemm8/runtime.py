@@ -223,7 +223,6 @@ class LaunchConfig(ctypes.Structure):
 
 ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = int(
     cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
-ATTRIBUTE_COOPERATIVE = int(cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
 
 
 def libcuda_functions() -> dict:
@@ -244,16 +243,13 @@ def libcuda_functions() -> dict:
     return _libcuda
 
 
-def pdl_launch_config(grid: int, threads: int, smem_bytes: int, pdl: bool = True,
-                      cooperative: bool = False) -> LaunchConfig:
-    """A launch configuration (its stream set per launch) with programmatic stream serialization on (`pdl`) and,
-    with `cooperative`, as a cooperative launch: every CTA of the grid resident at once, or the launch fails."""
-    ids = ([ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION] if pdl else []) + ([ATTRIBUTE_COOPERATIVE] if cooperative else [])
-    attrs = (LaunchAttribute * max(1, len(ids)))(*(LaunchAttribute(id=i, value=1) for i in ids))
+def pdl_launch_config(grid: int, threads: int, smem_bytes: int) -> LaunchConfig:
+    """A launch configuration with programmatic stream serialization on (its stream set per launch)."""
+    attr = LaunchAttribute(id=ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
     config = LaunchConfig(grid=(ctypes.c_uint * 3)(grid, 1, 1), block=(ctypes.c_uint * 3)(threads, 1, 1),
-                          shared_mem_bytes=smem_bytes, stream=None, num_attrs=len(ids))
-    config._attrs = attrs  # keep the attributes alive with the configuration
-    config.attrs = ctypes.cast(attrs, ctypes.POINTER(LaunchAttribute))
+                          shared_mem_bytes=smem_bytes, stream=None, num_attrs=1)
+    config._attr = attr  # keep the attribute alive with the configuration
+    config.attrs = ctypes.pointer(attr)
     return config
 
 

@@ -31,7 +31,7 @@ template <Layout kLayout_, uint32_t kShapeN_, uint32_t kShapeK_, uint32_t kNumGr
           uint32_t kMulticast_, bool kTailSplit_, uint32_t kRecordSlots_, uint32_t kSplitK_, bool kStreamB_,
           OutFormat kOutFormat_ = OutFormat::kBf16, ScaleB kScaleB_ = ScaleB::kBlock, uint32_t kTileAtoms_ = 0,
           uint32_t kGroupCtas_ = 1, bool kShareB_ = false, uint32_t kColHalves_ = 1, bool kTransposeD_ = false,
-          bool kLoadD_ = false, uint32_t kGlobalGroup_ = 1>
+          bool kLoadD_ = false>
 struct GemmConfig {
     static constexpr Layout kLayout = kLayout_;
     static constexpr uint32_t kShapeN = kShapeN_;
@@ -83,13 +83,6 @@ struct GemmConfig {
     // added to it there and the tile stored by TMA (a producer warp issues the store), in place of a TMA
     // reduce-add in the L2 (epilogue.cuh, add_tile_f32): faster where D has 2 to 4 m-blocks (NOTES.md v49).
     static constexpr bool kLoadD = kLoadD_;
-    // e4m3 output in tiles narrower than a scale group where the group's CTAs cannot all be one resident cluster
-    // (the tiles split K over pairs, or clusters of 4 past the 120 CTAs that fit): the kGlobalGroup tiles of each
-    // 128-column group (and each tile's split CTAs) share their row amax through global memory instead, all of
-    // the grid's CTAs resident at once (group_meet.cuh; NOTES.md v50).
-    static constexpr uint32_t kGlobalGroup = kGlobalGroup_;
-    // Row amax shared through distributed shared memory: e4m3 split tiles and cluster groups.
-    static constexpr bool kShareAmax = kOutFp8 && kGlobalGroup == 1;
     // CTAs of a cluster that exchange partial sums or row amax (1: none).
     static constexpr uint32_t kExchangeCtas = kSplits > 1 ? kSplits : kGroupCtas;
     // A split tile's column chunks (split.cuh): rank r owns the 8-column fragments chunk_first(r) ..
@@ -176,15 +169,10 @@ struct GemmConfig {
                   "a split tile needs a k-block and a column chunk of at least 16 bytes of output per CTA");
     // An e4m3 output's scale group (128 columns) must lie in one tile: its amax is taken there (a split
     // tile's CTAs share their chunks' row amax, split.cuh).
-    static_assert(!kOutFp8 || ((kBlockN % 128 == 0 || kBlockN * kGroupCtas * kGlobalGroup == 128) &&
-                               (kSplits == 1 || kBlockN == 128 || kGlobalGroup > 1) &&
+    static_assert(!kOutFp8 || ((kBlockN % 128 == 0 || kBlockN * kGroupCtas == 128) && (kSplits == 1 || kBlockN == 128) &&
                                kAtomCols == (kBlockN < 128 ? kBlockN : 128) && kSwizzleD == kAtomBytes),
-                  "e4m3 output needs BLOCK_N a multiple of 128 (128 when split, but in a global group) or a group's "
-                  "share, and one swizzled atom per group (or share)");
-    static_assert(kGlobalGroup == 1 || (kOutFp8 && kLayout == Layout::kNormal && kGroupCtas == 1 && kMulticast == 1 &&
-                                        !kTailSplit && kBlockN * kGlobalGroup == 128),
-                  "a global group: e4m3 output of the normal layout, no cluster group or multicast, its tiles making "
-                  "up 128 columns");
+                  "e4m3 output needs BLOCK_N a multiple of 128 (128 when split) or a group's share, and one swizzled "
+                  "atom per group (or share)");
     static_assert(kGroupCtas == 1 || (kOutFp8 && kLayout == Layout::kNormal && kSplits == 1 && kMulticast == 1 &&
                                       kBlockN * kGroupCtas == 128 && kGroupCtas <= 4),
                   "CTAs sharing a scale group: e4m3 output of the normal layout, unsplit, 2 or 4 of them, their tiles "

@@ -19,7 +19,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
                                          const int32_t* __restrict__ layout, unsigned short* __restrict__ d,
                                          uint32_t ldd, uint32_t m, float* __restrict__ d_scale, uint32_t ld_scale,
                                          const CUtensorMap& tmap_sb, uint32_t k, const CUtensorMap& tmap_a_tail,
-                                         const CUtensorMap& tmap_sa_tail, uint8_t* __restrict__ workspace) {
+                                         const CUtensorMap& tmap_sa_tail) {
     using Tiles = TilePolicy<Cfg>;
     extern __shared__ __align__(1024) uint8_t smem[];
     const SharedMemory<Cfg> sm(smem);
@@ -49,7 +49,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
         if constexpr (Cfg::kExchangeCtas > 1) {
             mbar_init(sm.split_ready, Cfg::kExchangeCtas - 1);  // every peer's arrival
             mbar_init(sm.split_received, 1);              // this CTA's expect_tx, then the peers' bytes
-            if constexpr (Cfg::kShareAmax) mbar_init(sm.split_amax, 1);  // likewise, for the row amax
+            if constexpr (Cfg::kOutFp8) mbar_init(sm.split_amax, 1);  // likewise, for the row amax
         }
         if constexpr (Cfg::kScalesByWarp) {
             mbar_init(sm.sb_full, 32);  // every lane of the staging warp
@@ -92,7 +92,7 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
             .run(tid, warp, lane);
     } else {
         setmaxnreg_inc<Cfg::kNumMathWG == 1 ? 240 : 232>();
-        MathWarpgroups<Cfg>{tmap_d, sb, d, ldd, d_scale, ld_scale, workspace, sm, tiles, ring, wg, tid, warp, lane}.run();
+        MathWarpgroups<Cfg>{tmap_d, sb, d, ldd, d_scale, ld_scale, sm, tiles, ring, wg, tid, warp, lane}.run();
     }
     CG8_MARK(kTraceEnd);
     // Neither CTA of a multicast pair may exit while the other can still arrive on its barriers.

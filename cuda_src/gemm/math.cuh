@@ -2,7 +2,6 @@
 // loop), a split tile's exchange, and the epilogue.
 #pragma once
 #include "epilogue.cuh"
-#include "group_meet.cuh"
 #include "mainloop.cuh"
 #include "split.cuh"
 #include "trace.cuh"
@@ -21,7 +20,6 @@ struct MathWarpgroups {
     using Loop = MainLoop<Cfg>;
     using Out = Epilogue<Cfg>;
     using Split = SplitExchange<Cfg>;
-    using Meet = GroupMeet<Cfg>;
 
     // Where the next tile's B scales are loaded during this tile (run()): the layouts that do not fetch tiles
     // early, but for e4m3 output in tiles of two slabs a warpgroup, which lost 0.5-2% with it (ptxas moved their
@@ -42,7 +40,6 @@ struct MathWarpgroups {
     uint32_t ldd;
     float* __restrict__ d_scale;  // e4m3 output: its scales, M-major ([group][n / 128][ld_scale] floats)
     uint32_t ld_scale;
-    uint8_t* __restrict__ workspace;  // a global group's (group_meet.cuh; null elsewhere)
     const SharedMemory<Cfg>& sm;
     Tiles& tiles;                 // the tile walk (the kernel's)
     RingPosition<Cfg>& ring;      // the position in the stage ring (the kernel's)
@@ -105,8 +102,6 @@ struct MathWarpgroups {
                                               const BScales* staged = nullptr) {
         const uint32_t n0 = t.n_block * Cfg::kBlockN;
         CG8_MARK(kTraceTile, (kSplitTile ? t.split << 28 : 0u) | (t.n_block << 16) | t.m_block);
-        // A global group's epoch, read before the staging barrier: every thread's load is done before its CTA arrives.
-        const uint32_t epoch = kGlobalGroup ? Meet::epoch(workspace) : 0u;
         loop.clear_sums();
 #pragma unroll 1
         for (uint32_t passes = kWhole ? 1u : t.passes; passes != 0; passes &= passes - 1) {
@@ -162,12 +157,8 @@ struct MathWarpgroups {
                     if (chunk.value == t.split - 1)
                         Out::template rows_amax<Cfg::chunk_first(chunk.value), Cfg::chunk_frags(chunk.value)>(loop.sum, amax);
                 });
-                if constexpr (kGlobalGroup)
-                    Meet::meet(loop, amax, workspace, epoch, tiles.num_m_blocks * Cfg::kNumNBlocks * Cfg::kSplits,
-                               t.m_block, t.n_block, t.split - 1);
-                else
-                    Split::exchange_amax(loop, amax, sm.split_ready, sm.amax_inbox, sm.split_amax, t.split - 1,
-                                         split_phase);
+                Split::exchange_amax(loop, amax, sm.split_ready, sm.amax_inbox, sm.split_amax, t.split - 1,
+                                     split_phase);
             }
             split_phase ^= 1;
             CG8_MARK(kTraceExchanged);
@@ -176,10 +167,6 @@ struct MathWarpgroups {
             Split::exchange_amax(loop, amax, sm.split_ready, sm.amax_inbox, sm.split_amax, group_rank(),
                                  split_phase);
             split_phase ^= 1;
-            CG8_MARK(kTraceExchanged);
-        } else if constexpr (kGlobalGroup) {
-            Out::template rows_amax<0, Cfg::kBlockN / 8>(loop.sum, amax);
-            Meet::meet(loop, amax, workspace, epoch, tiles.num_m_blocks * Cfg::kNumNBlocks, t.m_block, t.n_block, 0u);
             CG8_MARK(kTraceExchanged);
         }
         if (!kWhole && t.passes == 0) fetch_next();
@@ -210,11 +197,8 @@ struct MathWarpgroups {
         }
     }
 
-    // e4m3 tiles narrower than a scale group, whose row amax the group's CTAs share: a cluster (kGroupCtas), or
-    // in global memory (kGlobalGroup).
+    // e4m3 tiles narrower than a scale group, whose row amax the group's CTAs share (kGroupCtas).
     static constexpr bool kGroupShared = Cfg::kGroupCtas > 1;
-    static constexpr bool kGlobalGroup = Cfg::kGlobalGroup > 1;
-    static_assert(!kGlobalGroup || !Cfg::kScalesByWarp, "a global group's epoch load is ordered by the staging barrier");
     // This CTA's place among them: its tile is the group's rank-th (the cluster's CTAs are consecutive in x).
     __device__ __forceinline__ static uint32_t group_rank() { return blockIdx.x % Cfg::kGroupCtas; }
 
@@ -286,19 +270,16 @@ struct MathWarpgroups {
             const uint32_t valid = min(t.rows - m0, Cfg::kBlockM);
             float* scale = d_scale + uint64_t(n0 / 128) * ld_scale + m0;
             if constexpr (Tiles::kScalesPerGroup) scale += uint64_t(t.group) * Cfg::kScaleRowsB * ld_scale;
-            if constexpr (kSplitTile) {  // this CTA's chunk, with the group rows' amax; the first CTA writes the scales
-                static_assert(Cfg::kBlockN == 128 || kGlobalGroup, "a split tile is one scale group, or in a global one");
-                const bool first = kGlobalGroup ? Meet::writes_scales(t.n_block, 0u) : true;
+            if constexpr (kSplitTile) {  // this CTA's chunk, with the tile rows' amax; the first CTA writes the scales
+                static_assert(Cfg::kBlockN == 128, "a split tile is one scale group");
                 static_for<0, Cfg::kSplits>([&](auto chunk) {
                     if (chunk.value == t.split - 1)
                         Out::template write_rows<Cfg::chunk_first(chunk.value), Cfg::chunk_frags(chunk.value)>(
-                            loop.sum, amax, loop.smem_d_addr, scale, chunk.value == 0 && first ? valid : 0u, wg, warp,
-                            lane);
+                            loop.sum, amax, loop.smem_d_addr, scale, chunk.value == 0 ? valid : 0u, wg, warp, lane);
                 });
-            } else if constexpr (kGroupShared || kGlobalGroup) {  // the group's first CTA writes the scales
-                const bool first = kGlobalGroup ? Meet::writes_scales(t.n_block, 0u) : group_rank() == 0;
+            } else if constexpr (kGroupShared) {  // the group's first CTA writes the scales
                 Out::template write_rows<0, Cfg::kBlockN / 8>(loop.sum, amax, loop.smem_d_addr, scale,
-                                                              first ? valid : 0u, wg, warp, lane);
+                                                              group_rank() == 0 ? valid : 0u, wg, warp, lane);
             } else {
                 Out::write_tile_fp8(loop.sum, loop.smem_d_addr, scale, ld_scale, valid, wg, warp, lane);
             }

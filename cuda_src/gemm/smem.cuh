@@ -43,11 +43,11 @@ struct SmemLayout {
         Cfg::kRowScalesB ? 0 : (Cfg::kNumKBlocks * Cfg::kScaleRowsPerTile * 4 + 15) / 16 * 16;
     static constexpr uint32_t kScaleBarriers = Cfg::kScalesByWarp ? 2 : 0;
     static constexpr uint32_t kDBarriers = Cfg::kLoadD ? 3 : 0;
-    static constexpr uint32_t kSplitBarriers = Cfg::kExchangeCtas > 1 ? (Cfg::kShareAmax ? 3 : 2) : 0;
+    static constexpr uint32_t kSplitBarriers = Cfg::kExchangeCtas > 1 ? (Cfg::kOutFp8 ? 3 : 2) : 0;
     // A split tile's inbox: (kSplits - 1) peers' partial sums of this CTA's column chunk (the largest's size), FP32.
     static constexpr uint32_t kInbox = (Cfg::kSplits - 1) * Cfg::kBlockM * (Cfg::kMaxChunkFrags * 8) * 4;
     // ... and with e4m3 output, the peers' amax of each of the tile's rows (FP32).
-    static constexpr uint32_t kAmaxInbox = Cfg::kShareAmax ? (Cfg::kExchangeCtas - 1) * Cfg::kBlockM * 4 : 0;
+    static constexpr uint32_t kAmaxInbox = Cfg::kOutFp8 ? (Cfg::kExchangeCtas - 1) * Cfg::kBlockM * 4 : 0;
 
     static constexpr uint32_t kOffA = kTileD > kInbox ? kTileD : kInbox;
     static constexpr uint32_t kOffB = kOffA + Cfg::kStages * kStageA;

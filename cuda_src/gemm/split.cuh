@@ -47,7 +47,7 @@ struct SplitExchange {
                                                         uint32_t rank) {
         if (threadIdx.x == 0) {
             if constexpr (kSplits > 1) mbar_arrive_expect_tx(received, inbox_bytes(rank));
-            if constexpr (Cfg::kShareAmax) mbar_arrive_expect_tx(amax_received, kAmaxBytes);
+            if constexpr (Cfg::kOutFp8) mbar_arrive_expect_tx(amax_received, kAmaxBytes);
 #pragma unroll
             for (uint32_t peer = 0; peer < kPeers; ++peer)
                 if (peer != rank) mbar_arrive_cluster(ready, peer);

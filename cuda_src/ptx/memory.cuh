@@ -51,35 +51,6 @@ __device__ __forceinline__ void st_global_v4_u32(void* p, uint32_t a, uint32_t b
     asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
 }
 
-// One 8-byte word, written whole (single-copy atomic), as ld_relaxed_gpu_u64 reads it.
-__device__ __forceinline__ void st_global_u64(void* p, uint64_t v) {
-    asm volatile("st.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-
-// Words as the L2 holds them now (relaxed, GPU scope: never a stale L1 line).
-__device__ __forceinline__ uint32_t ld_relaxed_gpu_u32(const void* p) {
-    uint32_t v;
-    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ uint64_t ld_relaxed_gpu_u64(const void* p) {
-    uint64_t v;
-    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-    return v;
-}
-
-__device__ __forceinline__ void st_relaxed_gpu_u32(void* p, uint32_t v) {
-    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
-// Adds v to a word in global memory; returns the value before.
-__device__ __forceinline__ uint32_t atom_add_relaxed_gpu_u32(void* p, uint32_t v) {
-    uint32_t old;
-    asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
-    return old;
-}
-
 // Orders this thread's generic-proxy shared-memory writes before later async-proxy (TMA) reads.
 __device__ __forceinline__ void fence_proxy_async_smem() {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
