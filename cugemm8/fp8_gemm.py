@@ -20,7 +20,7 @@ import cupy
 from . import ffma as _ffma
 from . import jit, runtime
 from .ffma import FfmaSettings, FfmaSpec, ffma_settings
-from .heuristics import BLOCK_K, CONTIGUOUS_M_ALIGNMENT, KernelConfig, grid_for
+from .heuristics import BLOCK_K, CONTIGUOUS_M_ALIGNMENT, KernelConfig, grid_for, permutes_b
 from .layout import get_tma_aligned_size
 
 KERNEL_NAME = "cugemm8_fp8_gemm"
@@ -68,7 +68,8 @@ def config_type(cfg: KernelConfig) -> str:
 def render(cfg: KernelConfig) -> str:
     """The translation unit of one configuration: `cg8::Config` (the GemmConfig of cuda_src/gemm/config.cuh),
     the cluster attribute where clusters are launched, the kernel, and compile-time checks that the CUDA
-    side agrees with this package on BLOCK_K, the contiguous alignment and the shared-memory size."""
+    side agrees with this package on BLOCK_K, the contiguous alignment, the shared-memory size and (e4m3 output) B's
+    row order."""
     lines = ['#include "gemm/config.cuh"', f"namespace cg8 {{ using Config = {config_type(cfg)}; }}"]
     if cfg.cluster_dims > 1:
         lines.append(f"#define CG8_CLUSTER_DIMS __cluster_dims__({cfg.cluster_dims}, 1, 1)")
@@ -77,7 +78,11 @@ def render(cfg: KernelConfig) -> str:
               f'static_assert(cg8::kSlabRows == {CONTIGUOUS_M_ALIGNMENT}, '
               '"the contiguous alignment is the slab height");',
               f'static_assert(cg8::SmemLayout<cg8::Config>::kBytes == {cfg.smem_bytes}, '
-              '"shared memory differs from cugemm8.heuristics.smem_bytes");', ""]
+              '"shared memory differs from cugemm8.heuristics.smem_bytes");']
+    if cfg.out_fp8:  # (the other kernels' sources read as before)
+        lines.append(f'static_assert(cg8::Config::kPermuteB == {"true" if permutes_b(cfg) else "false"}, '
+                     '"B\'s row order differs from cugemm8.heuristics.permutes_b");')
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -206,14 +211,26 @@ def tensor_maps(cfg: KernelConfig, rows: int, a_ld: int, b_ld: int, sa_ld: int, 
     map_a, map_sa = _a_maps(ptrs[0], ptrs[2], cfg.k, a_rows, a_ld, rows, sa_outer, sa_ld, box)
     return (
         map_a,
-        runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[1], cfg.k, cfg.n * groups, b_ld, BLOCK_K,
-                          cfg.block_n // 2 if cfg.share_b else cfg.block_n, 128),  # pairs sharing B: half tiles
+        _b_map(cfg, ptrs[1], groups, b_ld),
         map_sa,
         runtime.encode_2d(d_type, ptrs[3], cfg.n, a_rows, d_ld * out_bytes, atom_cols, min(cfg.block_m, a_rows),
                           cfg.swizzle_d),
         *((map_a, map_sa) if tail == box else _a_maps(ptrs[0], ptrs[2], cfg.k, a_rows, a_ld, rows, sa_outer,
                                                        sa_ld, tail)),
     )
+
+
+def _b_map(cfg: KernelConfig, ptr: int, groups: int, b_ld: int):
+    """B's tensor map: boxes of BLOCK_K x block_n rows (pairs sharing B: half tiles), or with heuristics.permutes_b
+    the rows of each 64-row block in the accumulator's fragment order: row 16 q + 2 j + a of the block lands as row
+    8 j + 2 q + a (a 5-D box: a, q, j, then the blocks), so that a thread's 16 values of an output row are 16 adjacent
+    columns (cuda_src/gemm/epilogue.cuh, write_rows)."""
+    u8 = runtime.TMA_DTYPE.CU_TENSOR_MAP_DATA_TYPE_UINT8
+    if permutes_b(cfg):
+        return runtime.encode_nd(u8, ptr, (cfg.k, 2, 4, 8, cfg.n * groups // 64), (b_ld, 16 * b_ld, 2 * b_ld, 64 * b_ld),
+                                 (BLOCK_K, 2, 4, 8, cfg.block_n // 64), 128)
+    return runtime.encode_2d(u8, ptr, cfg.k, cfg.n * groups, b_ld, BLOCK_K,
+                             cfg.block_n // 2 if cfg.share_b else cfg.block_n, 128)
 
 
 class GemmLauncher:
@@ -366,7 +383,7 @@ def wgrad_tensor_maps(cfg: KernelConfig, m: int, k: int, groups: int, a_ld: int,
         runtime.encode_2d(dt.CU_TENSOR_MAP_DATA_TYPE_UINT8, ptrs[1], k, cfg.n, b_ld, BLOCK_K, cfg.block_n, 128),
         map_sa,
         runtime.encode_2d(f32, ptrs[3], cfg.n, kb, get_tma_aligned_size(cfg.n, 4) * 4, cfg.block_n, 1, 0),
-        runtime.encode_3d(f32, ptrs[4], (d_cols, d_rows, groups), (d_ld * 4, d_gld * 4),
+        runtime.encode_nd(f32, ptrs[4], (d_cols, d_rows, groups), (d_ld * 4, d_gld * 4),
                           (cfg.swizzle_d // 4, min(box_rows, d_rows), 1), cfg.swizzle_d),
         *((map_a, map_sa) if tail == box else _a_maps(ptrs[0], ptrs[2], k, m, a_ld, m, kb, sa_ld, tail)),
     )

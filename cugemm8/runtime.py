@@ -292,12 +292,13 @@ def encode_2d(dtype, ptr: int, inner: int, outer: int, row_stride_bytes: int, bo
         f"cuTensorMapEncodeTiled(dims=({inner}, {outer}), stride={row_stride_bytes}, box=({box_inner}, {box_outer}))")
 
 
-def encode_3d(dtype, ptr: int, dims: tuple, strides_bytes: tuple, box: tuple, swizzle: int) -> cu.CUtensorMap:
-    """A 3-D tiled tensor map: `dims` (innermost first), the byte strides of the outer two, `box` per dim."""
+def encode_nd(dtype, ptr: int, dims: tuple, strides_bytes: tuple, box: tuple, swizzle: int) -> cu.CUtensorMap:
+    """A 3- to 5-D tiled tensor map: `dims` (innermost first), the byte strides of the outer ones (any order), `box`
+    per dim."""
     u64, u32 = cu.cuuint64_t, cu.cuuint32_t
     return _check(cu.cuTensorMapEncodeTiled(
-        dtype, 3, ptr, [u64(d) for d in dims], [u64(s) for s in strides_bytes], [u32(b) for b in box],
-        [u32(1)] * 3, cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, _SWIZZLE[swizzle],
+        dtype, len(dims), ptr, [u64(d) for d in dims], [u64(s) for s in strides_bytes], [u32(b) for b in box],
+        [u32(1)] * len(dims), cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, _SWIZZLE[swizzle],
         cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
         f"cuTensorMapEncodeTiled(dims={tuple(dims)}, strides={tuple(strides_bytes)}, box={tuple(box)})")

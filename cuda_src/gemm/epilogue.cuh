@@ -136,18 +136,46 @@ struct Epilogue {
         // This thread's rows are row0 + unit_row(w) + 8 h: multiples of 8 rows, 256 bytes, past the swizzle's
         // bits, so each 16-byte chunk of the row lies at the same swizzled place in every one of them.
         const uint32_t row0 = Cfg::slab(wg, 0) * 64 + warp * 16 + lane / 4;
-        uint32_t chunk[kChunks];
+        if constexpr (Cfg::kPermuteB) {
+            // B in fragment order: fragment 8 b + j of the 64-column block b holds output columns 64 b + 16 q + 2 j
+            // and + 1 (q = lane % 4), so the thread's 16 values of a row in the block are one 16-byte chunk.
+            static_assert(kF0 % 8 == 0 && kFrags % 8 == 0, "whole 64-column blocks");
 #pragma unroll
-        for (uint32_t c = 0; c < kChunks; ++c) chunk[c] = tile_addr(base, row0, kAtomCol0 + c * 16) + 2 * (lane % 4);
+            for (uint32_t b = kF0 / 8; b < (kF0 + kFrags) / 8; ++b) {
+                const uint32_t addr = tile_addr(base, row0, b * 64 + 16 * (lane % 4));
 #pragma unroll
-        for (uint32_t w = 0; w < kUnits; ++w)
+                for (uint32_t w = 0; w < kUnits; ++w)
 #pragma unroll
-            for (uint32_t h = 0; h < 2; ++h)
+                    for (uint32_t h = 0; h < 2; ++h) {
+                        uint32_t word[4];
 #pragma unroll
-                for (uint32_t i = kF0; i < kF0 + kFrags; ++i)
-                    st_shared_u16(chunk[i * 8 % Cfg::kAtomCols / 16] + (Cfg::unit_row(w) + h * 8) * Cfg::kAtomBytes + (i % 2) * 8,
-                                  f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 2 * h], inv[w][h]),
-                                                      __fmul_rn(sum[w][i * 4 + 2 * h + 1], inv[w][h])));
+                        for (uint32_t p = 0; p < 4; ++p) {
+                            const uint32_t i = b * 8 + 2 * p;  // fragments i and i + 1: bytes 4 p .. 4 p + 3
+                            const uint32_t lo = f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 2 * h], inv[w][h]),
+                                                                    __fmul_rn(sum[w][i * 4 + 2 * h + 1], inv[w][h]));
+                            const uint32_t hi = f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 4 + 2 * h], inv[w][h]),
+                                                                    __fmul_rn(sum[w][i * 4 + 4 + 2 * h + 1], inv[w][h]));
+                            word[p] = lo | hi << 16;
+                        }
+                        st_shared_v4_u32(addr + (Cfg::unit_row(w) + h * 8) * Cfg::kAtomBytes, word[0], word[1], word[2],
+                                         word[3]);
+                    }
+            }
+        } else {
+            uint32_t chunk[kChunks];
+#pragma unroll
+            for (uint32_t c = 0; c < kChunks; ++c) chunk[c] = tile_addr(base, row0, kAtomCol0 + c * 16) + 2 * (lane % 4);
+#pragma unroll
+            for (uint32_t w = 0; w < kUnits; ++w)
+#pragma unroll
+                for (uint32_t h = 0; h < 2; ++h)
+#pragma unroll
+                    for (uint32_t i = kF0; i < kF0 + kFrags; ++i)
+                        st_shared_u16(chunk[i * 8 % Cfg::kAtomCols / 16] + (Cfg::unit_row(w) + h * 8) * Cfg::kAtomBytes +
+                                          (i % 2) * 8,
+                                      f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 2 * h], inv[w][h]),
+                                                          __fmul_rn(sum[w][i * 4 + 2 * h + 1], inv[w][h])));
+        }
 #pragma unroll
         for (uint32_t w = 0; w < kUnits; ++w)
 #pragma unroll

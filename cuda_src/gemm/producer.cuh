@@ -126,7 +126,10 @@ struct Producer {
                         tma_load_2d(b, &tmap_b, bar, int32_t(kb * kBlockK), b_row);
                         tma_load_2d(b + kHalf * kBlockK, &tmap_b, bar, int32_t(kb * kBlockK), b_row + int32_t(kHalf));
                     }
-                } else if constexpr (Cfg::kStreamB)
+                } else if constexpr (Cfg::kPermuteB)  // 64-row blocks of B in fragment order (fp8_gemm.tensor_maps)
+                    tma_load_5d<Cfg::kStreamB>(sm.b + ring.stage * Smem::kStageB, &tmap_b, bar, int32_t(kb * kBlockK),
+                                               int32_t(b_row / 64), Cfg::kStreamB ? l2_policy_evict_first() : 0);
+                else if constexpr (Cfg::kStreamB)
                     tma_load_2d_hint(sm.b + ring.stage * Smem::kStageB, &tmap_b, bar, int32_t(kb * kBlockK), b_row,
                                      l2_policy_evict_first());
                 else
