@@ -92,7 +92,8 @@ def fp8_out_configs():
     configs = set()
     for fmt in ("float8_e4m3", "float8_e4m3_ue8m0"):
         for m, n, k in DENSE + PREFILL + SPREAD + DECODE + [(200, 992, 1040), (7, 16, 112), (70, 256, 256), (256, 1024, 2048),
-                                                  (256, 512, 1024), (512, 2048, 4096)]:
+                                                  (256, 512, 1024), (512, 2048, 4096),
+                                                  (130, 320, 1024), (64, 192, 640)]:
             if n % 16 == 0:
                 configs.add(heuristics.choose("normal", m, n, k, 1, SMS[0], fmt).config)
         for g, m, n, k in CONTIGUOUS + [(5, 128, 384, 768)]:

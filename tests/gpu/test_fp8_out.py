@@ -76,7 +76,7 @@ def _group_max(x):
 @pytest.mark.parametrize("m,n,k", [(1, 128, 128), (64, 2112, 7168), (200, 1000 - 8, 1040), (4096, 7168, 2048),
                                    (129, 4096, 512), (3000, 256, 7168), (7, 16, 112), (1, 256, 7168),
                                    (128, 2112, 7168), (3, 1024, 4096), (64, 7168, 2048), (128, 7168, 2048),
-                                   (128, 1536, 7168)])
+                                   (128, 1536, 7168), (130, 320, 1024), (64, 192, 640)])
 def test_matmul_fp8_out(m, n, k, scale_format):
     _, _, a, sa, b, sb = make_dense(m, n, k, seed=m + n + k)
     q, s = cugemm8.matmul(a, sa, b, sb, out_dtype="float8_e4m3", scale_format=scale_format)

@@ -51,6 +51,12 @@ def test_config_compiles_with_expected_sass(cfg, compiled):
     e4m3_out = any(op.startswith("F2FP.SATFINITE.E4M3.F32") for op in ops)
     assert e4m3_out == cfg.out_fp8, "e4m3 conversion exactly in e4m3-output kernels"
     assert ("STSM" in names) == (cfg.out_format == "bfloat16"), "stmatrix exactly in bf16-output kernels"
+    # e4m3 of whole 64-column blocks: B loaded in fragment order (a 5-D box) and the bytes stored 16 at a time;
+    # elsewhere 2 at a time (fp8_gemm._b_map, epilogue.cuh write_rows).
+    permuted = heuristics.permutes_b(cfg)
+    assert any(op.startswith("UTMALDG.5D") for op in ops) == permuted, "B's 5-D box exactly where permutes_b"
+    if cfg.out_fp8:
+        assert ("STS.128" in ops) == permuted and ("STS.U16" in ops) == (not permuted), "e4m3 payload stores"
     usage = sass.resource_usage(cubin)
     kern = usage[fp8_gemm.kernel_name(cfg)]
     assert kern["STACK"] == 0 and kern.get("LOCAL", 0) == 0
