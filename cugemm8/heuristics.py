@@ -302,10 +302,8 @@ def can_share_group(block_n: int, group_ctas: int) -> bool:
 
 def permutes_b(cfg: KernelConfig) -> bool:
     """Whether `cfg`'s kernel loads B's rows in the accumulator's fragment order (cuda_src/gemm/config.cuh, kPermuteB:
-    e4m3 output of tiles of whole 64-column blocks, N and a split tile's column chunks too; fp8_gemm.tensor_maps
-    builds B's 5-D map)."""
-    return (cfg.out_fp8 and not cfg.share_b and cfg.block_n % 64 == 0 and cfg.n % 64 == 0
-            and (cfg.splits == 1 or (cfg.block_n // 64) % cfg.splits == 0))
+    e4m3 output of unsplit tiles of whole 64-column blocks, N too; fp8_gemm.tensor_maps builds B's 5-D map)."""
+    return cfg.out_fp8 and cfg.splits == 1 and not cfg.share_b and cfg.block_n % 64 == 0 and cfg.n % 64 == 0
 
 
 def chunk_unit_cols(out_fp8: bool) -> int:

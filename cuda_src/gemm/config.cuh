@@ -83,6 +83,11 @@ struct GemmConfig {
     // added to it there and the tile stored by TMA (a producer warp issues the store), in place of a TMA
     // reduce-add in the L2 (epilogue.cuh, add_tile_f32): faster where D has 2 to 4 m-blocks (NOTES.md v49).
     static constexpr bool kLoadD = kLoadD_;
+    // e4m3 output of unsplit tiles of whole 64-column blocks (N too): B's rows land in the order of the accumulator's
+    // fragments (a 5-D TMA box, fp8_gemm.tensor_maps), so that the 16 values a thread holds of a row in a 64-column
+    // block are 16 adjacent output columns, quantized into one 16-byte store in place of eight 2-byte ones
+    // (epilogue.cuh, write_rows; NOTES.md v50).
+    static constexpr bool kPermuteB = kOutFp8 && kSplits == 1 && !kShareB && kBlockN % 64 == 0 && kShapeN % 64 == 0;
     // CTAs of a cluster that exchange partial sums or row amax (1: none).
     static constexpr uint32_t kExchangeCtas = kSplits > 1 ? kSplits : kGroupCtas;
     // A split tile's column chunks (split.cuh): rank r owns the 8-column fragments chunk_first(r) ..
@@ -97,12 +102,6 @@ struct GemmConfig {
     }
     __host__ __device__ static constexpr uint32_t chunk_frags(uint32_t r) { return chunk_first(r + 1) - chunk_first(r); }
     static constexpr uint32_t kMaxChunkFrags = (kChunkUnits + kSplits - 1) / kSplits * kChunkUnit;
-    // e4m3 output of tiles of whole 64-column blocks (N too; a split tile's column chunks too): B's rows land in the
-    // order of the accumulator's fragments (a 5-D TMA box, fp8_gemm.tensor_maps), so that the 16 values a thread
-    // holds of a row in a 64-column block are 16 adjacent output columns of that block, quantized into one 16-byte
-    // store in place of eight 2-byte ones (epilogue.cuh, write_rows; NOTES.md v50).
-    static constexpr bool kPermuteB = kOutFp8 && !kShareB && kBlockN % 64 == 0 && kShapeN % 64 == 0 &&
-                                      (kSplits == 1 || (kEvenChunks && kBlockN / 64 % kSplits == 0));
 
     // ------------------------------------------------------------------ threads
     static constexpr uint32_t kMathThreads = 128 * kNumMathWG;

@@ -192,14 +192,15 @@ def test_reference_quantizer_scale_formats():
     ("normal", 4096, 32768, 512, 1, 1, True),      # 256x128 tiles
     ("normal", 130, 320, 1024, 1, 1, True),        # N a multiple of 64, not of 128: the last tile half past N
     ("normal", 200, 992, 1040, 1, 1, False),       # N not a multiple of 64
-    ("normal", 128, 2112, 7168, 1, 3, False),      # chunks of a split tile that are not whole 64-column blocks
-    ("normal", 128, 4096, 7168, 1, 2, True),       # split over 2: chunks of 64 columns
-    ("masked", 64, 640, 1024, 6, 1, True),         # (its last wave split over pairs)
+    ("normal", 128, 2112, 7168, 1, 3, False),      # split tiles: a CTA's column chunk (NOTES.md v50)
+    ("normal", 128, 4096, 7168, 1, 2, False),
+    ("masked", 64, 640, 1024, 6, 1, False),        # (its last wave split over pairs)
+    ("masked", 64, 640, 512, 6, 1, True),         # (too few k-blocks to split its last wave)
     ("contiguous", 640, 384, 768, 5, 1, True)])
 def test_fp8_out_b_in_fragment_order(layout, m, n, k, g, split, want):
     """e4m3 tiles of whole 64-column blocks load B's rows in the accumulator's fragment order, so that the bytes go
     out 16 at a time (heuristics.permutes_b, which the kernel's kPermuteB must match: a static_assert in every
-    rendered e4m3 kernel); bf16 never does, split tiles only where each CTA's column chunk is whole blocks."""
+    rendered e4m3 kernel); bf16 and split tiles never do."""
     cfg = heuristics.choose(layout, m, n, k, g, 132, "float8_e4m3").config
     if split > 1:
         cfg = heuristics.make_config(layout, n, k, g, 64, 128, split_k=split, stream_b=True, out_format="float8_e4m3")
