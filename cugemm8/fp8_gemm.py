@@ -7,7 +7,7 @@ configuration.
 
 The hot path (``GemmLauncher.launch``) allocates nothing: tensor maps are cached per problem
 geometry and only their global addresses are swapped when a call brings new arrays; the argument
-array is packed once and reused. (About 440 lines, one concern: the host side of one kernel family.)
+array is packed once and reused. (About 460 lines, one concern: the host side of one kernel family.)
 """
 from __future__ import annotations
 
