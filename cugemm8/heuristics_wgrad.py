@@ -114,8 +114,7 @@ def choose(layout: str, m: int, n: int, num_groups: int, num_sms: int) -> Launch
     assert best is not None
     config = best[1]
     if 128 < m <= LOAD_D_ROWS and config.block_m == 128 and config.block_n >= LOAD_D_COLS and not config.transpose_d:
-        loaded = make_config(layout, config.n, num_groups, 128, config.block_n, transpose_d=config.transpose_d,
-                             load_d=True)
+        loaded = make_config(layout, config.n, num_groups, 128, config.block_n, load_d=True)
         if loaded.stages >= config.stages:  # the whole FP32 tile held beside as many stages
             config = loaded
     return plan_for(config, best[2], num_sms)

@@ -146,6 +146,7 @@ struct GemmConfig {
     static constexpr uint32_t kAtomCols = kAtomBytes / kOutBytes;
     static constexpr uint32_t kNumAtoms = (kTransposeD ? kBlockM : kBlockN) / kAtomCols;
     static constexpr uint32_t kAtomRows = kTransposeD ? kBlockN : kBlockM;  // rows of D an atom holds
+    static constexpr uint32_t kAtomTileBytes = kAtomRows * kAtomBytes;          // an atom in shared memory
     // Atoms of the output tile that shared memory holds (0: all). The weight gradient's FP32 tile may hold
     // fewer, filled in turn while TMA adds the others into D, to leave shared memory to the stage ring.
     static constexpr uint32_t kTileAtoms = kTileAtoms_ == 0 ? kNumAtoms : kTileAtoms_;

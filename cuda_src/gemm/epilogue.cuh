@@ -27,7 +27,7 @@ struct Epilogue {
         const uint32_t atom = col / Cfg::kAtomCols;
         uint32_t off = row * Cfg::kAtomBytes + (col % Cfg::kAtomCols) * Cfg::kOutBytes;
         if constexpr (Cfg::kSwizzleD != 0) off ^= ((off >> 7) & (Cfg::kSwizzleD / 16 - 1)) << 4;
-        return base + atom * (Cfg::kBlockM * Cfg::kAtomBytes) + off;
+        return base + atom * Cfg::kAtomTileBytes + off;
     }
 
     // Byte offset, in a transposed atom (kTransposeD: 32 of the tile's rows as D's columns, over the tile's columns as
@@ -103,6 +103,12 @@ struct Epilogue {
             for (uint32_t h = 0; h < 2; ++h) amax[w][h] = row_amax<kF0, kFrags>(sum, w, h);
     }
 
+    // Fragment i of this thread's row (w, h) as two e4m3 bytes: its sums times the row's 1 / scale.
+    __device__ __forceinline__ static uint32_t e4m3_pair(const Sums& sum, uint32_t w, uint32_t h, uint32_t i,
+                                                         float inv) {
+        return f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 2 * h], inv), __fmul_rn(sum[w][i * 4 + 2 * h + 1], inv));
+    }
+
     // This thread's rows over fragments kF0 .. kF0 + kFrags - 1 (within one 128-column group, in one atom of
     // the tile), given each row's amax over the group, as e4m3 into the output tile at `base`: a lane holds
     // 2 bytes of a row per fragment and stores them (the quad's 8 bytes sit in one bank pair, rows on different
@@ -151,11 +157,7 @@ struct Epilogue {
 #pragma unroll
                         for (uint32_t p = 0; p < 4; ++p) {
                             const uint32_t i = b * 8 + 2 * p;  // fragments i and i + 1: bytes 4 p .. 4 p + 3
-                            const uint32_t lo = f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 2 * h], inv[w][h]),
-                                                                    __fmul_rn(sum[w][i * 4 + 2 * h + 1], inv[w][h]));
-                            const uint32_t hi = f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 4 + 2 * h], inv[w][h]),
-                                                                    __fmul_rn(sum[w][i * 4 + 4 + 2 * h + 1], inv[w][h]));
-                            word[p] = lo | hi << 16;
+                            word[p] = e4m3_pair(sum, w, h, i, inv[w][h]) | e4m3_pair(sum, w, h, i + 1, inv[w][h]) << 16;
                         }
                         st_shared_v4_u32(addr + (Cfg::unit_row(w) + h * 8) * Cfg::kAtomBytes, word[0], word[1], word[2],
                                          word[3]);
@@ -173,8 +175,7 @@ struct Epilogue {
                     for (uint32_t i = kF0; i < kF0 + kFrags; ++i)
                         st_shared_u16(chunk[i * 8 % Cfg::kAtomCols / 16] + (Cfg::unit_row(w) + h * 8) * Cfg::kAtomBytes +
                                           (i % 2) * 8,
-                                      f32x2_to_e4m3x2_sat(__fmul_rn(sum[w][i * 4 + 2 * h], inv[w][h]),
-                                                          __fmul_rn(sum[w][i * 4 + 2 * h + 1], inv[w][h])));
+                                      static_cast<unsigned short>(e4m3_pair(sum, w, h, i, inv[w][h])));
         }
 #pragma unroll
         for (uint32_t w = 0; w < kUnits; ++w)
@@ -204,7 +205,7 @@ struct Epilogue {
         fence_proxy_async_smem();
         named_barrier_sync(1, Cfg::kMathThreads);
         if (store_thread) {
-            tma_store_2d(&tmap_d, tile + tid * (Cfg::kBlockM * Cfg::kAtomBytes), int32_t(n0 + tid * Cfg::kAtomCols),
+            tma_store_2d(&tmap_d, tile + tid * Cfg::kAtomTileBytes, int32_t(n0 + tid * Cfg::kAtomCols),
                          int32_t(row0));
             bulk_commit_group();
         }
@@ -227,11 +228,11 @@ struct Epilogue {
             reduce_tile_f32_transposed(sum, tmap_d, base, tile, store_thread, n0, row0, group, wg, warp);
             return;
         }
-        constexpr uint32_t kBuffers = Cfg::kTileAtoms, kAtomTile = Cfg::kBlockM * Cfg::kAtomBytes;
+        constexpr uint32_t kBuffers = Cfg::kTileAtoms;
         constexpr uint32_t kFragsPerAtom = Cfg::kAtomCols / 8;
         const uint32_t row = wg * 64 + warp * 16 + lane / 4;
         auto write_atom = [&](uint32_t j) {
-            const uint32_t buffer = base + (j % kBuffers) * kAtomTile;
+            const uint32_t buffer = base + (j % kBuffers) * Cfg::kAtomTileBytes;
 #pragma unroll
             for (uint32_t f = 0; f < kFragsPerAtom; ++f) {
                 const uint32_t i = j * kFragsPerAtom + f, col = f * 8 + 2 * (lane % 4);
@@ -240,7 +241,7 @@ struct Epilogue {
             }
         };
         auto reduce_atom = [&](uint32_t j) {
-            tma_reduce_add_3d(&tmap_d, tile + (j % kBuffers) * kAtomTile, int32_t(n0 + j * Cfg::kAtomCols),
+            tma_reduce_add_3d(&tmap_d, tile + (j % kBuffers) * Cfg::kAtomTileBytes, int32_t(n0 + j * Cfg::kAtomCols),
                               int32_t(row0), int32_t(group));
             bulk_commit_group();
         };
@@ -274,15 +275,14 @@ struct Epilogue {
                                                         uint64_t* d_written, uint32_t phase, uint32_t wg, uint32_t warp,
                                                         uint32_t lane) {
         static_assert(Cfg::kLoadD && kUnits == 1 && Cfg::kTileAtoms == Cfg::kNumAtoms, "the whole FP32 tile, loaded");
-        constexpr uint32_t kAtomTile = Cfg::kAtomRows * Cfg::kAtomBytes;
         const uint32_t row = wg * 64 + warp * 16 + lane / 4;  // and row + 8
         // Element e of fragment i (row + 8 (e / 2), column i * 8 + 2 (lane % 4) + e % 2): its byte address.
         auto addr = [&](uint32_t i, uint32_t e) {
             const uint32_t col = i * 8 + 2 * (lane % 4) + e % 2, r = row + (e / 2) * 8;
             if constexpr (Cfg::kTransposeD) {  // as reduce_tile_f32_transposed lays atom r / 32 out
-                return base + (r / Cfg::kAtomCols) * kAtomTile + transposed_offset(r % Cfg::kAtomCols, col);
+                return base + (r / Cfg::kAtomCols) * Cfg::kAtomTileBytes + transposed_offset(r % Cfg::kAtomCols, col);
             } else {
-                return tile_addr(base + col / Cfg::kAtomCols * kAtomTile, r, col % Cfg::kAtomCols);
+                return tile_addr(base + col / Cfg::kAtomCols * Cfg::kAtomTileBytes, r, col % Cfg::kAtomCols);
             }
         };
         float d[kFrag];
@@ -315,12 +315,12 @@ struct Epilogue {
                                                                       uint32_t base, const uint8_t* tile,
                                                                       bool store_thread, uint32_t n0, uint32_t row0,
                                                                       uint32_t group, uint32_t wg, uint32_t warp) {
-        constexpr uint32_t kHeld = Cfg::kTileAtoms, kAtomTile = Cfg::kAtomRows * Cfg::kAtomBytes;
+        constexpr uint32_t kHeld = Cfg::kTileAtoms;
         const uint32_t lane = threadIdx.x % 32;
         const uint32_t row = wg * 64 + warp * 16 + lane / 4;  // and row + 8: in the same atom
         const uint32_t atom = row / Cfg::kAtomCols;
         auto write_atom = [&](uint32_t buffer) {
-            const uint32_t atom_base = base + buffer * kAtomTile;
+            const uint32_t atom_base = base + buffer * Cfg::kAtomTileBytes;
 #pragma unroll
             for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i)
 #pragma unroll
@@ -332,8 +332,8 @@ struct Epilogue {
         auto reduce_atoms = [&](uint32_t first, uint32_t end) {  // one bulk group per atom
             if (store_thread)
                 for (uint32_t j = first; j < end; ++j) {
-                    tma_reduce_add_3d(&tmap_d, tile + (j % kHeld) * kAtomTile, int32_t(row0 + j * Cfg::kAtomCols),
-                                      int32_t(n0), int32_t(group));
+                    tma_reduce_add_3d(&tmap_d, tile + (j % kHeld) * Cfg::kAtomTileBytes,
+                                      int32_t(row0 + j * Cfg::kAtomCols), int32_t(n0), int32_t(group));
                     bulk_commit_group();
                 }
         };

@@ -43,14 +43,13 @@ struct Producer {
     // d_full; issued after the tile's last k-block, so it arrives while those k-blocks' MMAs run (issued earlier in
     // the tile, its bytes slowed the main loop: NOTES.md v49).
     __device__ __forceinline__ void load_d(const Tile& t) {
-        constexpr uint32_t kAtomTile = Cfg::kAtomRows * Cfg::kAtomBytes;
         mbar_wait(sm.d_empty, (d_tiles & 1) ^ 1);
-        mbar_arrive_expect_tx(sm.d_full, Cfg::kNumAtoms * kAtomTile);
+        mbar_arrive_expect_tx(sm.d_full, Cfg::kNumAtoms * Cfg::kAtomTileBytes);
 #pragma unroll 1
         for (uint32_t j = 0; j < Cfg::kNumAtoms; ++j) {
             int32_t c0, c1;
             d_atom(t, j, c0, c1);
-            tma_load_3d(sm.d + j * kAtomTile, &tmap_d, sm.d_full, c0, c1, t.group);
+            tma_load_3d(sm.d + j * Cfg::kAtomTileBytes, &tmap_d, sm.d_full, c0, c1, t.group);
         }
         ++d_tiles;
     }
@@ -58,7 +57,6 @@ struct Producer {
     // kLoadD, the producer warpgroup's second warp (lane 0): each tile's D stored once every math thread has
     // added into it (d_written); d_empty once the store has read it. Every store completes before the CTA exits.
     __device__ __forceinline__ void store_tiles() {
-        constexpr uint32_t kAtomTile = Cfg::kAtomRows * Cfg::kAtomBytes;
         Tile t;
 #pragma unroll 1
         for (uint32_t n = 0; tiles.next(t); ++n) {
@@ -67,7 +65,7 @@ struct Producer {
             for (uint32_t j = 0; j < Cfg::kNumAtoms; ++j) {
                 int32_t c0, c1;
                 d_atom(t, j, c0, c1);
-                tma_store_3d(&tmap_d, sm.d + j * kAtomTile, c0, c1, t.group);
+                tma_store_3d(&tmap_d, sm.d + j * Cfg::kAtomTileBytes, c0, c1, t.group);
             }
             bulk_commit_group();
             bulk_wait_group_read();

@@ -26,7 +26,7 @@ template <class Cfg>
 struct SmemLayout {
     using Tiles = TilePolicy<Cfg>;
     static constexpr uint32_t kTileD =
-        Cfg::kOutF32 ? Cfg::kAtomRows * Cfg::kAtomBytes * Cfg::kTileAtoms : Cfg::kBlockM * Cfg::kBlockN * 2;
+        Cfg::kOutF32 ? Cfg::kAtomTileBytes * Cfg::kTileAtoms : Cfg::kBlockM * Cfg::kBlockN * 2;
     static constexpr uint32_t kStageA = Cfg::kBlockM * kBlockK;
     static constexpr uint32_t kStageB = Cfg::kBlockN * kBlockK;
     static constexpr uint32_t kStageSA = Cfg::kBlockM * 4;
