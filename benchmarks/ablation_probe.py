@@ -12,9 +12,7 @@ Variants (probe-only macros the CUDA sources test; the library never defines the
 - `no-mma` (CG8_PROBE_NO_MMA): no wgmma is issued, promotion runs on stale accumulators;
 - `loads-only`: no MMAs, promotion cut, so the stage ring's pace alone;
 - `no-amax-exchange` (CG8_PROBE_NO_AMAX_EXCHANGE; with --out-dtype float8_e4m3): the CTAs of a split tile or a shared
-  scale group keep their own rows' amax, so what sharing it costs;
-- `sb-late` (CG8_PROBE_SB_LATE; the weight gradient): B's per-column scales loaded after the MMAs are done, as the
-  three-warpgroup tiles do, at every tile.
+  scale group keep their own rows' amax, so what sharing it costs.
 Where `no-loads` gains, the loads pace the loop; where `no-promote` gains, the promotion is not hidden behind the
 other warpgroup's MMAs; `loads-only` and `mma-only` against `base` say whether either alone takes the time
 (NOTES.md v28). Tiles as benchmarks.tile_probe names them."""
@@ -32,7 +30,7 @@ from .tune import dense_inputs, provenance_line
 VARIANTS = {"base": (), "no-promote": ("CG8_PROBE_NO_PROMOTE",), "no-loads": ("CG8_PROBE_NO_LOADS",),
             "mma-only": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS"), "no-mma": ("CG8_PROBE_NO_MMA",),
             "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE"),
-            "no-amax-exchange": ("CG8_PROBE_NO_AMAX_EXCHANGE",), "sb-late": ("CG8_PROBE_SB_LATE",)}
+            "no-amax-exchange": ("CG8_PROBE_NO_AMAX_EXCHANGE",)}
 _defines: tuple[str, ...] = ()
 
 

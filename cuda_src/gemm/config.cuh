@@ -106,9 +106,6 @@ struct GemmConfig {
     // ------------------------------------------------------------------ threads
     static constexpr uint32_t kMathThreads = 128 * kNumMathWG;
     static constexpr uint32_t kThreads = kMathThreads + 128;  // + the producer warpgroup
-    // Registers a thread after setmaxnreg, within the SM's 64K: the producer's few, the rest to the math threads.
-    static constexpr uint32_t kProducerRegs = kNumMathWG == 3 ? 24 : 40;
-    static constexpr uint32_t kMathRegs = kNumMathWG == 1 ? 240 : kNumMathWG == 2 ? 232 : 160;
     static constexpr uint32_t kClusterDims = kExchangeCtas > 1 ? kExchangeCtas : kMulticast;  // CTAs per cluster as launched
     static constexpr uint32_t kMulticastRows = kShareB ? kBlockM : kBlockM / kMulticast;  // A rows a CTA loads
 

@@ -87,11 +87,11 @@ __device__ __forceinline__ void fp8_gemm(const CUtensorMap& tmap_a, const CUtens
     Tiles tiles(m, layout, sm.words, sm.ring_barriers, thread_row, k);
     RingPosition<Cfg> ring;
     if (wg == Cfg::kNumMathWG) {
-        setmaxnreg_dec<Cfg::kProducerRegs>();
+        setmaxnreg_dec<40>();
         Producer<Cfg>{tmap_a, tmap_b, tmap_sa, tmap_sb, tmap_a_tail, tmap_sa_tail, tmap_d, sb, sm, tiles, ring, cta_rank}
             .run(tid, warp, lane);
     } else {
-        setmaxnreg_inc<Cfg::kMathRegs>();
+        setmaxnreg_inc<Cfg::kNumMathWG == 1 ? 240 : 232>();
         MathWarpgroups<Cfg>{tmap_d, sb, d, ldd, d_scale, ld_scale, sm, tiles, ring, wg, tid, warp, lane}.run();
     }
     CG8_MARK(kTraceEnd);

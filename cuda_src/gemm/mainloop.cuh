@@ -292,23 +292,11 @@ struct MainLoop {
             // Columns i * 8 + 2 * (lane % 4) + {0, 1}: one 8-byte load per fragment (the quad's lanes read
             // 32 consecutive bytes, the other quads the same: one wavefront).
             const float* sb = sm.sb_rows + st * (SmemLayout<Cfg>::kStageSB / 4) + 2 * (lane % 4);
-            // Three math warpgroups (160 registers a thread) load them once the MMAs are done.
-#ifdef CG8_PROBE_SB_LATE  // benchmarks.wgrad_probe only: every tile loads them late
-            constexpr bool kLate = true;
-#else
-            constexpr bool kLate = Cfg::kNumMathWG == 3;
-#endif
             float2 sbc[Cfg::kBlockN / 8];
-            if constexpr (!kLate) {
 #pragma unroll
-                for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);
-            }
+            for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);
             issue_mma(acc[0], 0, st);
             wgmma_wait<0>();
-            if constexpr (kLate) {
-#pragma unroll
-                for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);
-            }
             release(st);
 #pragma unroll
             for (uint32_t i = 0; i < kFrag; ++i) fence_operand(acc[0][i]);
