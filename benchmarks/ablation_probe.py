@@ -33,7 +33,10 @@ VARIANTS = {"base": (), "no-promote": ("CG8_PROBE_NO_PROMOTE",), "no-loads": ("C
             "mma-only": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS"), "no-mma": ("CG8_PROBE_NO_MMA",),
             "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE"),
             "no-amax-exchange": ("CG8_PROBE_NO_AMAX_EXCHANGE",), "turns-q1": ("CG8_PROBE_TURNS_SPLIT=1",),
-            "turns-q2": ("CG8_PROBE_TURNS_SPLIT=2",), "turns-q3": ("CG8_PROBE_TURNS_SPLIT=3",)}
+            "turns-q2": ("CG8_PROBE_TURNS_SPLIT=2",), "turns-q3": ("CG8_PROBE_TURNS_SPLIT=3",),
+            "no-loads-turns-q2": ("CG8_PROBE_NO_LOADS", "CG8_PROBE_TURNS_SPLIT=2"),
+            "no-loads-turns-q1": ("CG8_PROBE_NO_LOADS", "CG8_PROBE_TURNS_SPLIT=1"),
+            "mma-only-turns-q2": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS", "CG8_PROBE_TURNS_SPLIT=2")}
 _defines: tuple[str, ...] = ()
 
 
