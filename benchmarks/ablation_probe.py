@@ -12,9 +12,7 @@ Variants (probe-only macros the CUDA sources test; the library never defines the
 - `no-mma` (CG8_PROBE_NO_MMA): no wgmma is issued, promotion runs on stale accumulators;
 - `loads-only`: no MMAs, promotion cut, so the stage ring's pace alone;
 - `no-amax-exchange` (CG8_PROBE_NO_AMAX_EXCHANGE; with --out-dtype float8_e4m3): the CTAs of a split tile or a shared
-  scale group keep their own rows' amax, so what sharing it costs;
-- `turns-q1`, `-q2`, `-q3` (CG8_PROBE_TURNS_SPLIT; the weight gradient): each math warpgroup issues its k-block's MMAs
-  once the other's have done 1, 2 or 3 of their 4 wgmmas (the two chains offset by part of a chain).
+  scale group keep their own rows' amax, so what sharing it costs.
 Where `no-loads` gains, the loads pace the loop; where `no-promote` gains, the promotion is not hidden behind the
 other warpgroup's MMAs; `loads-only` and `mma-only` against `base` say whether either alone takes the time
 (NOTES.md v28). Tiles as benchmarks.tile_probe names them."""
@@ -32,17 +30,13 @@ from .tune import dense_inputs, provenance_line
 VARIANTS = {"base": (), "no-promote": ("CG8_PROBE_NO_PROMOTE",), "no-loads": ("CG8_PROBE_NO_LOADS",),
             "mma-only": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS"), "no-mma": ("CG8_PROBE_NO_MMA",),
             "loads-only": ("CG8_PROBE_NO_MMA", "CG8_PROBE_NO_PROMOTE"),
-            "no-amax-exchange": ("CG8_PROBE_NO_AMAX_EXCHANGE",), "turns-q1": ("CG8_PROBE_TURNS_SPLIT=1",),
-            "turns-q2": ("CG8_PROBE_TURNS_SPLIT=2",), "turns-q3": ("CG8_PROBE_TURNS_SPLIT=3",),
-            "no-loads-turns-q2": ("CG8_PROBE_NO_LOADS", "CG8_PROBE_TURNS_SPLIT=2"),
-            "no-loads-turns-q1": ("CG8_PROBE_NO_LOADS", "CG8_PROBE_TURNS_SPLIT=1"),
-            "mma-only-turns-q2": ("CG8_PROBE_NO_PROMOTE", "CG8_PROBE_NO_LOADS", "CG8_PROBE_TURNS_SPLIT=2")}
+            "no-amax-exchange": ("CG8_PROBE_NO_AMAX_EXCHANGE",)}
 _defines: tuple[str, ...] = ()
 
 
 def _with_defines(render):
     def render_probe(cfg):
-        return "".join(f"#define {name.replace('=', ' ')}{'' if '=' in name else ' 1'}\n" for name in _defines) + render(cfg)
+        return "".join(f"#define {name} 1\n" for name in _defines) + render(cfg)
     return render_probe
 
 

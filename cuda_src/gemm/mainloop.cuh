@@ -278,24 +278,6 @@ struct MainLoop {
     // done, then each column's partial sum scaled by its B scale, then its A scale. The scales are read before
     // the MMAs are issued and applied only to their results: loaded after, ptxas put the products sa * sb
     // between the wgmmas, so the last wgmma waited for the loads (NOTES.md v23).
-    // Probe (benchmarks.wgrad_probe's turns-q1/q2/q3): the two math warpgroups' MMA chains offset by a part of a
-    // chain. A warpgroup issues its k-block once the other's chain has finished kTurnSplit of its 4 wgmmas, so that
-    // one promotes while the other's MMAs run and both chains overlap for the rest.
-#if defined(CG8_PROBE_TURNS_SPLIT)
-    static constexpr uint32_t kTurnSplit = Cfg::kNumMathWG == 2 ? CG8_PROBE_TURNS_SPLIT : 0;
-#else
-    static constexpr uint32_t kTurnSplit = 0;
-#endif
-    static constexpr uint32_t kTurnBarrier = 2;
-    // Warpgroup 1 gives warpgroup 0 the first turn once per kernel; the last turn it hands back is taken at the
-    // end (turns_end), so that every arrival on a turn barrier is matched.
-    __device__ __forceinline__ void turns_begin() const {
-        if constexpr (kTurnSplit != 0) if (wg == 1) named_barrier_arrive(kTurnBarrier, Cfg::kMathThreads);
-    }
-    __device__ __forceinline__ void turns_end() const {
-        if constexpr (kTurnSplit != 0) if (wg == 0) named_barrier_sync(kTurnBarrier, Cfg::kMathThreads);
-    }
-
     __device__ __forceinline__ void row_scales(uint32_t kb_begin, uint32_t kb_end) {
         static_assert(Cfg::kRowScalesB && kUnits == 1, "row_scales is the weight gradient's loop");
         const uint32_t row = wg * 64 + warp * 16 + lane / 4;
@@ -313,25 +295,7 @@ struct MainLoop {
             float2 sbc[Cfg::kBlockN / 8];
 #pragma unroll
             for (uint32_t i = 0; i < Cfg::kBlockN / 8; ++i) sbc[i] = *reinterpret_cast<const float2*>(sb + i * 8);
-            if constexpr (kTurnSplit != 0) {
-                named_barrier_sync(kTurnBarrier + wg, Cfg::kMathThreads);
-#pragma unroll
-                for (uint32_t i = 0; i < kFrag; ++i) fence_operand(acc[0][i]);
-                wgmma_fence();
-                const uint32_t a_off = st * (SmemLayout<Cfg>::kStageA / 16) + wg_mma * (64 * kBlockK / 16);
-                const uint32_t b_off = st * (SmemLayout<Cfg>::kStageB / 16);
-#pragma unroll
-                for (uint32_t k = 0; k < kBlockK / 32; ++k) {
-                    WgmmaFp8<Cfg::kUnitN>::mma(acc[0], smem_desc_add(desc_a0, a_off + k * 2),
-                                               smem_desc_add(desc_b0, b_off + k * 2), k);
-                    if (k + 1 == kTurnSplit) wgmma_commit();
-                }
-                wgmma_commit();
-                wgmma_wait<1>();
-                named_barrier_arrive(kTurnBarrier + (wg ^ 1), Cfg::kMathThreads);
-            } else {
-                issue_mma(acc[0], 0, st);
-            }
+            issue_mma(acc[0], 0, st);
             wgmma_wait<0>();
             release(st);
 #pragma unroll

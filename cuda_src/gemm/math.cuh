@@ -55,7 +55,6 @@ struct MathWarpgroups {
         Loop loop(sm, ring, acc, sum, wg, tid, warp, lane);
         uint32_t split_phase = 0;  // the parity of this CTA's split tiles so far (their exchange barriers)
         uint32_t tile_phase = 0;   // the parity of this CTA's tiles so far (kScalesByWarp: the B scales' barriers; kLoadD: D's)
-        if constexpr (Cfg::kRowScalesB) loop.turns_begin();
         if constexpr (Tiles::kFetchEarly) {
             bool more = tiles.next(t);
             while (more) {
@@ -90,7 +89,6 @@ struct MathWarpgroups {
             if constexpr (Cfg::kTailSplit)
                 if (tiles.tail(t)) work_tile<true, true>(loop, t, [] {}, split_phase, tile_phase);
         }
-        if constexpr (Cfg::kRowScalesB) loop.turns_end();
         if (loop.store_thread) bulk_wait_group0();
     }
 

@@ -132,22 +132,6 @@ struct Producer {
                                      l2_policy_evict_first());
                 else
                     tma_load_2d(sm.b + ring.stage * Smem::kStageB, &tmap_b, bar, int32_t(kb * kBlockK), b_row);
-#ifdef CG8_PROBE_PREFETCH_B  // probe (issue 22): B's box CG8_PROBE_PREFETCH_B k-blocks ahead, into the L2
-                if (kb + CG8_PROBE_PREFETCH_B < kb_end) {
-                    const int32_t kp = int32_t((kb + CG8_PROBE_PREFETCH_B) * kBlockK);
-                    if constexpr (Cfg::kShareB) {
-                        constexpr uint32_t kHalf = Cfg::kBlockN / 2;
-                        if (t.share_b) {
-                            tma_prefetch_2d(&tmap_b, kp, b_row + int32_t(cta_rank * kHalf));
-                        } else {
-                            tma_prefetch_2d(&tmap_b, kp, b_row);
-                            tma_prefetch_2d(&tmap_b, kp, b_row + int32_t(kHalf));
-                        }
-                    } else if constexpr (!Cfg::kPermuteB) {
-                        tma_prefetch_2d(&tmap_b, kp, b_row);
-                    }
-                }
-#endif
                 if constexpr (Cfg::kRowScalesB)  // M-major as A's: the tile's columns of k-block kb
                     tma_load_2d(sm.sb_rows + ring.stage * (Smem::kStageSB / 4), &tmap_sb, bar,
                                 int32_t(t.n_block * Cfg::kBlockN), int32_t(kb));

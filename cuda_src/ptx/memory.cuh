@@ -65,11 +65,6 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t threads
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Arrives at named barrier `id` (of `threads` threads) without waiting for it.
-__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t threads) {
-    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-
 // Moves registers between warpgroups: the math warpgroups take what the producer gives back.
 template <uint32_t kRegs>
 __device__ __forceinline__ void setmaxnreg_inc() {

@@ -18,13 +18,6 @@ __device__ __forceinline__ void tma_load_2d(void* smem_dst, const CUtensorMap* m
         : "memory");
 }
 
-// A 2-D box of `map` fetched into the L2 only (no shared memory, no barrier).
-__device__ __forceinline__ void tma_prefetch_2d(const CUtensorMap* map, int32_t c0, int32_t c1) {
-    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];"
-                 ::"l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1)
-                 : "memory");
-}
-
 // An L2 cache policy for loads: their lines are the first the L2 evicts. Data read once (a decode GEMM's
 // weights) then replaces itself, not lines other kernels wrote, which would cost their write-back.
 __device__ __forceinline__ uint64_t l2_policy_evict_first() {
