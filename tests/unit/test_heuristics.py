@@ -231,6 +231,20 @@ def test_pairs_sharing_b_where_they_lead():
     assert not h.choose("contiguous", 64 * 256, 4096, 7168, 64, 132, "float8_e4m3").config.share_b
 
 
+@pytest.mark.parametrize("m_blocks", [35, 36, 71, 72, 129, 143, 144, 255])
+@pytest.mark.parametrize("n", [4096, 5120, 16384])
+def test_pairs_sharing_b_launch_for_their_pair_walk(m_blocks, n):
+    """The pairs sharing B walk pairs of m-blocks (policy_contiguous.cuh), an odd last m-block's peer idle: the grid
+    takes the fewest rounds of that walk the SMs allow (sized by single m-blocks, 143 of them took 23 rounds where
+    22 fit: NOTES.md v51)."""
+    h = heuristics
+    groups = max(16, -(-m_blocks // 3))  # 256 to 512 rows an expert on average (shares_b, prefill_rates)
+    plan = h.choose("contiguous", m_blocks * 128, n, 8192, groups, 132)
+    assert plan.config.share_b and plan.grid % 2 == 0
+    pair_tiles = (m_blocks + 1) // 2 * h.ceil_div(n, h.SHARE_B_BLOCK_N)
+    assert h.ceil_div(pair_tiles, plan.grid // 2) == h.ceil_div(pair_tiles, 132 // 2)
+
+
 def test_tile_rates_come_from_the_sweeps():
     """The rate tables are benchmarks.tune.tile_rates of the committed sweeps, rounded (so a new sweep re-derives them
     rather than hand-tuning)."""
