@@ -417,10 +417,7 @@ def choose(layout: str, m: int, n: int, k: int, num_groups: int, num_sms: int,
     if (layout == "contiguous" and not fp8 and rates is CONTIGUOUS_TILE_RATES and shares_b(m, k, num_groups)
             and num_sms >= 2):  # a pair of CTAs needs two SMs
         config = make_config(layout, n, k, num_groups, 128, SHARE_B_BLOCK_N, cluster=2, share_b=True)
-        # The pairs walk pairs of m-blocks: an odd last m-block's peer CTA walks along with nothing to compute, so
-        # the grid is sized by CTA slots, two a pair (counted as m-blocks, 143 of them at 64 experts of ~256 rows
-        # gave 130 CTAs: 23 rounds of 65 pairs where 66 pairs take 22; NOTES.md v51).
-        tiles = 2 * ceil_div(ceil_div(m, 128), 2) * ceil_div(n, SHARE_B_BLOCK_N)
+        tiles = ceil_div(m, 128) * ceil_div(n, SHARE_B_BLOCK_N)
     if layout == "normal" and m <= DECODE_M:
         from . import heuristics_decode  # (not at the top: its rules are built from this module's)
 
@@ -503,6 +500,9 @@ def grid_for(config: KernelConfig, tiles: int, num_sms: int) -> int:
     if config.layout == "masked":
         return num_sms - num_sms % dims
     ctas = tiles * config.split_k   # split K: a cluster of split_k CTAs per tile
+    if config.share_b:  # tiles = m-blocks x n-blocks, walked in pairs of m-blocks (an odd last one's peer idle);
+        # sized by single m-blocks, 64 experts of ~256 rows took 23 rounds where 22 fit (NOTES.md v51)
+        ctas = 2 * ceil_div(tiles // config.num_n_blocks, 2) * config.num_n_blocks
     waves = ceil_div(ctas, num_sms)
     return min(ceil_div(ceil_div(ctas, waves), dims) * dims, num_sms - num_sms % dims)
 

@@ -235,14 +235,16 @@ def test_pairs_sharing_b_where_they_lead():
 @pytest.mark.parametrize("n", [4096, 5120, 16384])
 def test_pairs_sharing_b_launch_for_their_pair_walk(m_blocks, n):
     """The pairs sharing B walk pairs of m-blocks (policy_contiguous.cuh), an odd last m-block's peer idle: the grid
-    takes the fewest rounds of that walk the SMs allow (sized by single m-blocks, 143 of them took 23 rounds where
-    22 fit: NOTES.md v51)."""
+    (grid_for, for the API and fp8_gemm.bind alike) takes the fewest rounds of that walk the SMs allow (sized by single
+    m-blocks, 143 of them took 23 rounds where 22 fit: NOTES.md v51)."""
     h = heuristics
     groups = max(16, -(-m_blocks // 3))  # 256 to 512 rows an expert on average (shares_b, prefill_rates)
     plan = h.choose("contiguous", m_blocks * 128, n, 8192, groups, 132)
     assert plan.config.share_b and plan.grid % 2 == 0
     pair_tiles = (m_blocks + 1) // 2 * h.ceil_div(n, h.SHARE_B_BLOCK_N)
     assert h.ceil_div(pair_tiles, plan.grid // 2) == h.ceil_div(pair_tiles, 132 // 2)
+    # the tools' and tests' launches (fp8_gemm.bind) size the grid from the same tile count
+    assert h.grid_for(plan.config, m_blocks * plan.config.num_n_blocks, 132) == plan.grid
 
 
 def test_tile_rates_come_from_the_sweeps():
